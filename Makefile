@@ -1,0 +1,39 @@
+# `make demo` runs the main job and `make test` passes the tests on a fresh machine: each creates .venv and
+# installs what it needs on first use (torch comes from the CPU build named in constraints.txt).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+TYPECHECK := build/typecheck/waferline
+
+.PHONY: demo test lint typecheck pytest install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/waferline demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# mypy cannot follow setuptools' editable finder, so it reads the packages through a tree of links named as they import.
+typecheck: $(STAMP)
+	mkdir -p $(TYPECHECK)
+	for p in server engine hardware training; do ln -sfn ../../../$$p $(TYPECHECK)/$$p; done
+	touch $(TYPECHECK)/__init__.py
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

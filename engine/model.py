@@ -1,0 +1,346 @@
+"""One transformer definition for the Llama family and Qwen2, written against the hardware Device seam.
+
+The model never asks which hardware it is on: it places its weights on a `Device` once and calls that device's
+per-token operations. Weight names follow the Hugging Face layout so that checkpoints load by name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from waferline.hardware import Device, KVRef, WeightRef
+
+SUPPORTED_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+
+@dataclass(kw_only=True)
+class ModelArgs:
+    model_type: str = "llama"  # "llama" or "qwen2"
+    vocab_size: int = 8192
+    dim: int = 256  # hidden_size
+    n_layers: int = 4
+    n_heads: int = 8
+    n_kv_heads: int = 4
+    intermediate_size: int = 768
+    max_seq_len: int = 2048  # max_position_embeddings
+    rope_theta: float = 10000.0
+    rope_scaling: dict[str, Any] | None = None  # Llama 3: {"rope_type": "llama3", "factor": ..., ...}
+    norm_eps: float = 1e-5
+    qkv_bias: bool = False  # Qwen2 has biases on q, k, v
+    tie_embeddings: bool = False
+    head_dim: int = field(default=0)  # derived from dim // n_heads unless the config sets it
+
+    def __post_init__(self) -> None:
+        if self.model_type not in SUPPORTED_ARCHITECTURES:
+            raise ValueError(
+                f"unsupported model_type {self.model_type!r}; waferline runs {', '.join(SUPPORTED_ARCHITECTURES)}"
+            )
+        if self.head_dim == 0:
+            assert self.dim % self.n_heads == 0, f"dim {self.dim} is not a multiple of n_heads {self.n_heads}"
+            self.head_dim = self.dim // self.n_heads
+        assert self.n_heads % self.n_kv_heads == 0, f"n_heads {self.n_heads} not a multiple of {self.n_kv_heads}"
+        assert self.head_dim % 2 == 0, "rotary embedding needs an even head_dim"
+
+    # -- Hugging Face config.json ------------------------------------------------------------------------------------
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArgs:
+        model_type = cfg.get("model_type")
+        if model_type not in SUPPORTED_ARCHITECTURES:
+            raise ValueError(
+                f"unsupported architecture: model_type {model_type!r} (architectures {cfg.get('architectures')}); "
+                f"waferline runs {', '.join(SUPPORTED_ARCHITECTURES)}"
+            )
+        try:
+            n_heads = int(cfg["num_attention_heads"])
+            return cls(
+                model_type=model_type,
+                vocab_size=int(cfg["vocab_size"]),
+                dim=int(cfg["hidden_size"]),
+                n_layers=int(cfg["num_hidden_layers"]),
+                n_heads=n_heads,
+                n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads),
+                intermediate_size=int(cfg["intermediate_size"]),
+                max_seq_len=int(cfg.get("max_position_embeddings", 2048)),
+                rope_theta=float(cfg.get("rope_theta", 10000.0)),
+                rope_scaling=cfg.get("rope_scaling"),
+                norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+                qkv_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
+                tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+                head_dim=int(cfg.get("head_dim") or 0),
+            )
+        except KeyError as e:
+            raise ValueError(f"config.json lacks the field {e.args[0]!r}") from None
+
+    def to_hf_config(self) -> dict[str, Any]:
+        cfg: dict[str, Any] = {
+            "architectures": [SUPPORTED_ARCHITECTURES[self.model_type]],
+            "model_type": self.model_type,
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.dim,
+            "num_hidden_layers": self.n_layers,
+            "num_attention_heads": self.n_heads,
+            "num_key_value_heads": self.n_kv_heads,
+            "intermediate_size": self.intermediate_size,
+            "max_position_embeddings": self.max_seq_len,
+            "rope_theta": self.rope_theta,
+            "rope_scaling": self.rope_scaling,
+            "rms_norm_eps": self.norm_eps,
+            "tie_word_embeddings": self.tie_embeddings,
+            "hidden_act": "silu",
+            "head_dim": self.head_dim,
+        }
+        if self.model_type == "llama":
+            cfg["attention_bias"] = self.qkv_bias
+            cfg["mlp_bias"] = False
+        return cfg
+
+    @classmethod
+    def from_name(cls, name: str) -> ModelArgs:
+        if name not in PRESETS:
+            raise ValueError(f"unknown model preset {name!r}; presets: {', '.join(PRESETS)}")
+        return cls(**PRESETS[name])
+
+    @property
+    def n_params(self) -> int:
+        d, h = self.dim, self.head_dim
+        attn = d * self.n_heads * h * 2 + d * self.n_kv_heads * h * 2
+        if self.qkv_bias:
+            attn += (self.n_heads + 2 * self.n_kv_heads) * h
+        mlp = 3 * d * self.intermediate_size
+        per_layer = attn + mlp + 2 * d
+        embed = self.vocab_size * d * (1 if self.tie_embeddings else 2)
+        return self.n_layers * per_layer + embed + d
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Shapes from the models' public config.json files (random weights; for benchmarks and the emulator).
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        model_type="qwen2", vocab_size=8192, dim=256, n_layers=4, n_heads=8, n_kv_heads=2,
+        intermediate_size=704, max_seq_len=2048, rope_theta=10000.0, norm_eps=1e-6, qkv_bias=True,
+        tie_embeddings=True,
+    ),  # fmt: skip
+    "qwen2.5-coder-0.5b": dict(
+        model_type="qwen2", vocab_size=151936, dim=896, n_layers=24, n_heads=14, n_kv_heads=2,
+        intermediate_size=4864, max_seq_len=32768, rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True,
+        tie_embeddings=True,
+    ),  # fmt: skip
+    "qwen2.5-coder-1.5b": dict(
+        model_type="qwen2", vocab_size=151936, dim=1536, n_layers=28, n_heads=12, n_kv_heads=2,
+        intermediate_size=8960, max_seq_len=32768, rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True,
+        tie_embeddings=True,
+    ),  # fmt: skip
+    "llama-3.1-8b": dict(
+        model_type="llama", vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
+        intermediate_size=14336, max_seq_len=131072, rope_theta=500000.0, norm_eps=1e-5, qkv_bias=False,
+        tie_embeddings=False,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192},
+    ),  # fmt: skip
+}
+
+
+def rope_frequencies(args: ModelArgs) -> Tensor:
+    """Inverse frequencies (head_dim // 2,) in float64, with Llama 3 scaling when the config asks for it."""
+    h = args.head_dim
+    inv_freq = 1.0 / (args.rope_theta ** (torch.arange(0, h, 2, dtype=torch.float64) / h))
+    scaling = args.rope_scaling or {}
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind in (None, "default"):
+        return inv_freq
+    if kind != "llama3":
+        raise ValueError(f"unsupported rope_scaling type {kind!r} (waferline supports 'llama3' and none)")
+    factor = float(scaling["factor"])
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    old_len = float(scaling["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv_freq
+    low_wavelen, high_wavelen = old_len / low, old_len / high
+    smooth = (old_len / wavelen - low) / (high - low)
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    medium = (wavelen <= low_wavelen) & (wavelen >= high_wavelen)
+    return torch.where(medium, (1 - smooth) * inv_freq / factor + smooth * inv_freq, scaled)
+
+
+def rope_tables(args: ModelArgs, positions: int) -> tuple[Tensor, Tensor]:
+    """cos and sin, each (positions, head_dim // 2), float32."""
+    angles = torch.outer(torch.arange(positions, dtype=torch.float64), rope_frequencies(args))
+    return angles.cos().float(), angles.sin().float()
+
+
+def hf_weight_names(args: ModelArgs) -> Iterator[str]:
+    """Every tensor name a checkpoint of this shape holds, in Hugging Face naming."""
+    yield "model.embed_tokens.weight"
+    for i in range(args.n_layers):
+        p = f"model.layers.{i}."
+        yield from (p + "input_layernorm.weight", p + "post_attention_layernorm.weight")
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            yield f"{p}self_attn.{proj}.weight"
+        if args.qkv_bias:
+            yield from (f"{p}self_attn.{proj}.bias" for proj in ("q_proj", "k_proj", "v_proj"))
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            yield f"{p}mlp.{proj}.weight"
+    yield "model.norm.weight"
+    if not args.tie_embeddings:
+        yield "lm_head.weight"
+
+
+def hf_weight_shape(args: ModelArgs, name: str) -> tuple[int, ...]:
+    """The shape the config implies for one Hugging Face tensor name."""
+    d, h, inter = args.dim, args.head_dim, args.intermediate_size
+    q, kv = args.n_heads * h, args.n_kv_heads * h
+    leaf = name.rsplit(".", 2)[-2] if name.endswith((".weight", ".bias")) else name
+    if name in ("model.embed_tokens.weight", "lm_head.weight"):
+        return (args.vocab_size, d)
+    if name.endswith("norm.weight"):
+        return (d,)
+    out_in = {
+        "q_proj": (q, d), "k_proj": (kv, d), "v_proj": (kv, d), "o_proj": (d, q),
+        "gate_proj": (inter, d), "up_proj": (inter, d), "down_proj": (d, inter),
+    }  # fmt: skip
+    if leaf in out_in:
+        return out_in[leaf][:1] if name.endswith(".bias") else out_in[leaf]
+    raise KeyError(name)
+
+
+def init_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
+    """Random weights in Hugging Face naming (std 0.02, norms at 1): for presets, benchmarks and tests."""
+    g = torch.Generator().manual_seed(seed)
+    state: dict[str, Tensor] = {}
+    for name in hf_weight_names(args):
+        shape = hf_weight_shape(args, name)
+        if name.endswith("norm.weight"):
+            t = torch.ones(shape)
+        else:
+            t = torch.randn(shape, generator=g) * 0.02
+        state[name] = t.to(dtype)
+    return state
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: WeightRef
+    qkv: WeightRef  # fused (q + 2 kv, dim)
+    qkv_bias: WeightRef | None
+    o: WeightRef
+    mlp_norm: WeightRef
+    gate_up: WeightRef  # fused (2 * inter, dim)
+    down: WeightRef
+
+
+class Transformer:
+    """A Llama/Qwen2 decoder whose weights live on a Device; forward() runs one chunk of one sequence."""
+
+    def __init__(self, args: ModelArgs, device: Device) -> None:
+        self.args = args
+        self.device = device
+        self.layers: list[LayerWeights] = []
+        self.embedding: WeightRef | None = None
+        self.norm: WeightRef | None = None
+        self.lm_head: WeightRef | None = None
+        cos, sin = rope_tables(args, args.max_seq_len)
+        self.rope_cos = device.place("rope.cos", cos, role="table")
+        self.rope_sin = device.place("rope.sin", sin, role="table")
+
+    def load(self, tensors: Iterable[tuple[str, Tensor]]) -> None:
+        """Place weights given in Hugging Face naming, in any order, fusing q/k/v and gate/up per layer.
+
+        Tensors are consumed as they come, so a streamed checkpoint never needs to sit in memory twice; a layer's
+        parts wait only until its siblings arrive. Shapes are checked against the config.
+        """
+        args, dev = self.args, self.device
+        expected = set(hf_weight_names(args))
+        pending: dict[int, dict[str, Tensor]] = {}
+        slots: dict[int, dict[str, Any]] = {i: {} for i in range(args.n_layers)}
+        seen: set[str] = set()
+        for name, t in tensors:
+            if name not in expected:
+                if name == "lm_head.weight" and args.tie_embeddings:
+                    continue  # some tied checkpoints store the head anyway
+                if name.endswith("rotary_emb.inv_freq"):
+                    continue
+                raise ValueError(f"unexpected tensor {name!r} for a {args.model_type} model of this config")
+            want = hf_weight_shape(args, name)
+            if tuple(t.shape) != want:
+                raise ValueError(f"tensor {name!r} has shape {tuple(t.shape)}, but config.json implies {want}")
+            seen.add(name)
+            if name == "model.embed_tokens.weight":
+                self.embedding = dev.place("embedding", t, role="embedding")
+                if args.tie_embeddings:
+                    self.lm_head = dev.place("lm_head", t, role="linear")
+            elif name == "lm_head.weight":
+                self.lm_head = dev.place("lm_head", t, role="linear")
+            elif name == "model.norm.weight":
+                self.norm = dev.place("norm", t, role="norm")
+            else:
+                i = int(name.split(".")[2])
+                leaf = name.split(".", 3)[3]  # e.g. self_attn.q_proj.weight
+                pending.setdefault(i, {})[leaf] = t
+                self._place_ready(i, pending[i], slots[i])
+        missing = expected - seen
+        if missing:
+            raise ValueError(f"checkpoint lacks {len(missing)} tensors, for example {sorted(missing)[0]!r}")
+        self.layers = [LayerWeights(**slots[i]) for i in range(args.n_layers)]
+
+    def _place_ready(self, i: int, parts: dict[str, Tensor], slot: dict[str, Any]) -> None:
+        dev, p = self.device, f"layers.{i}."
+        simple = {
+            "input_layernorm.weight": ("attn_norm", "norm"),
+            "post_attention_layernorm.weight": ("mlp_norm", "norm"),
+            "self_attn.o_proj.weight": ("o", "linear"),
+            "mlp.down_proj.weight": ("down", "linear"),
+        }
+        for leaf, (key, role) in simple.items():
+            if leaf in parts:
+                slot[key] = dev.place(p + key, parts.pop(leaf), role=role)
+        qkv = [f"self_attn.{x}_proj.weight" for x in "qkv"]
+        if all(k in parts for k in qkv):
+            slot["qkv"] = dev.place(p + "qkv", torch.cat([parts.pop(k) for k in qkv]), role="linear")
+        bias = [f"self_attn.{x}_proj.bias" for x in "qkv"]
+        if not self.args.qkv_bias:
+            slot["qkv_bias"] = None
+        elif all(k in parts for k in bias):
+            slot["qkv_bias"] = dev.place(p + "qkv_bias", torch.cat([parts.pop(k) for k in bias]), role="bias")
+        gate_up = ["mlp.gate_proj.weight", "mlp.up_proj.weight"]
+        if all(k in parts for k in gate_up):
+            slot["gate_up"] = dev.place(p + "gate_up", torch.cat([parts.pop(k) for k in gate_up]), role="linear")
+
+    def forward(self, tokens: Tensor, kv: KVRef, start: int, *, last_only: bool = True) -> Tensor:
+        """tokens: (T,) at positions start..start+T-1 -> logits (1 or T, vocab). Advances the cache to start+T."""
+        args, dev = self.args, self.device
+        assert self.embedding is not None and self.norm is not None and self.lm_head is not None, "load() first"
+        T = tokens.shape[0]
+        assert start == kv.length, f"forward at position {start}, but the cache holds {kv.length}"
+        assert start + T <= kv.max_tokens, f"{start + T} tokens exceed the cache's {kv.max_tokens}"
+        H, KVH, D = args.n_heads, args.n_kv_heads, args.head_dim
+        q_size, kv_size = H * D, KVH * D
+        x = dev.embed(self.embedding, tokens)  # (T, dim)
+        for i, layer in enumerate(self.layers):
+            h = dev.rms_norm(x, layer.attn_norm, args.norm_eps)
+            qkv = dev.linear(h, layer.qkv, layer.qkv_bias)  # (T, q_size + 2 * kv_size)
+            q = qkv[:, :q_size].view(T, H, D)
+            k = qkv[:, q_size : q_size + kv_size].view(T, KVH, D)
+            v = qkv[:, q_size + kv_size :].view(T, KVH, D)
+            q = dev.rotary(q, self.rope_cos, self.rope_sin, start)
+            k = dev.rotary(k, self.rope_cos, self.rope_sin, start)
+            attn = dev.attend(kv, i, q, k, v, start)  # (T, H * D)
+            x = dev.add(x, dev.linear(attn, layer.o))
+            h = dev.rms_norm(x, layer.mlp_norm, args.norm_eps)
+            gate_up = dev.linear(h, layer.gate_up)  # (T, 2 * inter)
+            inter = args.intermediate_size
+            x = dev.add(x, dev.linear(dev.swiglu(gate_up[:, :inter], gate_up[:, inter:]), layer.down))
+        dev.kv_advance(kv, start + T)
+        if last_only:
+            x = x[-1:]
+        return dev.linear(dev.rms_norm(x, self.norm, args.norm_eps), self.lm_head)  # (1 or T, vocab)
+
+    def open_cache(self, max_tokens: int | None = None) -> KVRef:
+        n = min(max_tokens or self.args.max_seq_len, self.args.max_seq_len)
+        return self.device.kv_open(self.args.n_layers, self.args.n_kv_heads, self.args.head_dim, n)

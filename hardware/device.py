@@ -1,0 +1,115 @@
+"""The seam between the engine and the hardware: the per-token operations every backend provides.
+
+The engine's transformer is written once against these calls. Activations are plain torch tensors shaped
+(tokens, features); weights and KV caches live behind opaque handles that only the backend that made them may use.
+A backend may fuse or compile behind these calls; if a call needs more, change the seam for every backend at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+
+@dataclass(eq=False)
+class WeightRef:
+    """A tensor placed on a device once, at load. `payload` belongs to the backend that placed it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    payload: Any = field(repr=False, default=None)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(eq=False)
+class KVRef:
+    """One session's key/value cache: `layers` x (max_tokens, kv_heads, head_dim) for keys and for values.
+
+    `length` is how many positions hold valid keys and values; positions at or past it are free.
+    """
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    max_tokens: int
+    length: int = 0
+    payload: Any = field(repr=False, default=None)
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one position costs across all layers, keys and values (the payload's element size)."""
+        elem = getattr(self.payload, "element_size", 4)
+        return 2 * self.layers * self.kv_heads * self.head_dim * int(elem)
+
+
+@runtime_checkable
+class Device(Protocol):
+    """What the engine needs from hardware to run a Llama/Qwen2-family decoder, one sequence at a time."""
+
+    name: str
+    dtype: torch.dtype  # the activation dtype the backend computes in
+
+    # -- placement, once per tensor at load ------------------------------------------------------------------------
+    def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
+        """Take ownership of `weight`. role: 'linear' (out, in), 'embedding' (vocab, dim), 'norm' (dim,), 'bias', 'table'."""
+        ...
+
+    # -- KV pages, per session -------------------------------------------------------------------------------------
+    def kv_open(self, layers: int, kv_heads: int, head_dim: int, max_tokens: int) -> KVRef: ...
+    def kv_truncate(self, kv: KVRef, length: int) -> None:
+        """Forget every position at or after `length` (prefix reuse keeps the first `length`)."""
+        ...
+
+    def kv_close(self, kv: KVRef) -> None: ...
+
+    # -- per-step operations on activations x: (tokens, dim) ----------------------------------------------------
+    def embed(self, table: WeightRef, tokens: Tensor) -> Tensor:
+        """tokens: (T,) int64 -> (T, dim)."""
+        ...
+
+    def rms_norm(self, x: Tensor, weight: WeightRef, eps: float) -> Tensor: ...
+
+    def linear(self, x: Tensor, weight: WeightRef, bias: WeightRef | None = None) -> Tensor:
+        """x: (T, in) -> (T, out) = x @ W.T + b."""
+        ...
+
+    def rotary(self, x: Tensor, cos: WeightRef, sin: WeightRef, start: int) -> Tensor:
+        """Rotate x: (T, heads, head_dim) for positions start..start+T-1, half-split (NeoX/Llama HF) layout.
+
+        cos, sin: placed tables (max_positions, head_dim // 2) with role 'table'.
+        """
+        ...
+
+    def attend(self, kv: KVRef, layer: int, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
+        """Write k, v (T, kv_heads, head_dim) at positions start..start+T-1 of `layer`, then attend causally.
+
+        q: (T, heads, head_dim) -> (T, heads * head_dim). Grouped-query: heads is a multiple of kv_heads.
+        The caller advances kv.length after the last layer (see `kv_advance`).
+        """
+        ...
+
+    def kv_advance(self, kv: KVRef, length: int) -> None:
+        """Mark positions < length as valid after a forward step wrote them."""
+        ...
+
+    def swiglu(self, gate: Tensor, up: Tensor) -> Tensor:
+        """silu(gate) * up, elementwise."""
+        ...
+
+    def add(self, x: Tensor, y: Tensor) -> Tensor:
+        """The residual add."""
+        ...
+
+    # -- accounting ------------------------------------------------------------------------------------------------
+    def counters(self) -> dict[str, float]: ...
+    def reset_counters(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Syntax: tree-sitter trees per document, and the questions a completion asks of them."""
