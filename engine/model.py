@@ -122,30 +122,32 @@ class ModelArgs:
 
 
 # Shapes from the models' public config.json files (random weights; for benchmarks and the emulator).
+# fmt: off
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(
         model_type="qwen2", vocab_size=8192, dim=256, n_layers=4, n_heads=8, n_kv_heads=2,
         intermediate_size=704, max_seq_len=2048, rope_theta=10000.0, norm_eps=1e-6, qkv_bias=True,
         tie_embeddings=True,
-    ),  # fmt: skip
+    ),
     "qwen2.5-coder-0.5b": dict(
         model_type="qwen2", vocab_size=151936, dim=896, n_layers=24, n_heads=14, n_kv_heads=2,
         intermediate_size=4864, max_seq_len=32768, rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True,
         tie_embeddings=True,
-    ),  # fmt: skip
+    ),
     "qwen2.5-coder-1.5b": dict(
         model_type="qwen2", vocab_size=151936, dim=1536, n_layers=28, n_heads=12, n_kv_heads=2,
         intermediate_size=8960, max_seq_len=32768, rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True,
         tie_embeddings=True,
-    ),  # fmt: skip
+    ),
     "llama-3.1-8b": dict(
         model_type="llama", vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
         intermediate_size=14336, max_seq_len=131072, rope_theta=500000.0, norm_eps=1e-5, qkv_bias=False,
         tie_embeddings=False,
         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                       "original_max_position_embeddings": 8192},
-    ),  # fmt: skip
+    ),
 }
+# fmt: on
 
 
 def rope_frequencies(args: ModelArgs) -> Tensor:
@@ -216,10 +218,7 @@ def init_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float
     state: dict[str, Tensor] = {}
     for name in hf_weight_names(args):
         shape = hf_weight_shape(args, name)
-        if name.endswith("norm.weight"):
-            t = torch.ones(shape)
-        else:
-            t = torch.randn(shape, generator=g) * 0.02
+        t = torch.ones(shape) if name.endswith("norm.weight") else torch.randn(shape, generator=g) * 0.02
         state[name] = t.to(dtype)
     return state
 

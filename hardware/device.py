@@ -61,7 +61,10 @@ class Device(Protocol):
 
     # -- placement, once per tensor at load ------------------------------------------------------------------------
     def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
-        """Take ownership of `weight`. role: 'linear' (out, in), 'embedding' (vocab, dim), 'norm' (dim,), 'bias', 'table'."""
+        """Take ownership of `weight`.
+
+        role: 'linear' (out, in), 'embedding' (vocab, dim), 'norm' (dim,), 'bias' (out,), 'table' (positions, d).
+        """
         ...
 
     # -- KV pages, per session -------------------------------------------------------------------------------------

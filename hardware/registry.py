@@ -18,7 +18,7 @@ BACKENDS: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 def open_device(name: str, *, dtype: torch.dtype = torch.float32, **options: Any) -> Device:
-    """Build the backend called `name`. Raises ValueError for an unknown name or an unusable one (cuda without a GPU)."""
+    """Build the backend called `name`; ValueError for an unknown name or an unusable one (cuda without a GPU)."""
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}")
     module_name, factory_name, fixed = BACKENDS[name]
