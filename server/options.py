@@ -1,0 +1,138 @@
+"""The server's options: one keyword-only dataclass, read from `initializationOptions` and `didChangeConfiguration`.
+
+docs/configuration.md documents every field here and the editor clients mirror it; keep the three in step. Names
+on the wire are camelCase (`maxTokens`), as VS Code settings are. A bad value never stops the server: it is
+reported once (log and `window/showMessage`) and the default is used in its place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# The section name clients nest our settings under: {"waferline": {...}} in settings.json or init options.
+SECTION = "waferline"
+
+
+@dataclass(kw_only=True, frozen=True)
+class Options:
+    enable: bool = True  # answer completion requests at all
+    model: str | None = None  # checkpoint directory or preset name; None = the shipped default model
+    backend: str = "cpu"  # hardware backend the engine runs on: cpu, cuda, wafer
+    max_tokens: int = 32  # new tokens for a single-line completion
+    max_multiline_tokens: int = 64  # new tokens when the cursor opens a block or sits on an empty line in one
+    time_budget_ms: int = 300  # wall-clock cap on one generation; what was decoded by then is shown
+    temperature: float = 0.0  # 0 = greedy
+    typed_through_cache: bool = True  # answer from the suggestion on screen when the user types its start
+    precompute: bool = True  # when idle, compute the next suggestion as if the shown one were accepted
+    completion_fallback: bool = True  # serve textDocument/completion too, for clients without inline completion
+    max_document_bytes: int = 4_000_000  # larger documents are kept in sync but not completed
+    # Test double, for protocol tests only: when set, the engine returns this text (one character per "token",
+    # `test_token_delay_ms` apart) instead of running a model, so protocol tests do not depend on model output.
+    test_completion: str | None = None
+    test_token_delay_ms: float = 0.0
+
+
+# Wire name -> field name, and the checks a value must pass beyond its type.
+_WIRE = {
+    "".join(p if i == 0 else p.capitalize() for i, p in enumerate(f.name.split("_"))): f.name
+    for f in dataclasses.fields(Options)
+}
+_RANGES: dict[str, Callable[[Any], bool]] = {
+    "backend": lambda v: v in ("cpu", "cuda", "wafer"),
+    "max_tokens": lambda v: 1 <= v <= 512,
+    "max_multiline_tokens": lambda v: 1 <= v <= 1024,
+    "time_budget_ms": lambda v: 10 <= v <= 60_000,
+    "temperature": lambda v: 0.0 <= v <= 2.0,
+    "max_document_bytes": lambda v: v >= 1024,
+    "test_token_delay_ms": lambda v: 0.0 <= v <= 10_000,
+}
+_RANGE_TEXT = {
+    "backend": "one of cpu, cuda, wafer",
+    "max_tokens": "an integer from 1 to 512",
+    "max_multiline_tokens": "an integer from 1 to 1024",
+    "time_budget_ms": "an integer from 10 to 60000",
+    "temperature": "a number from 0 to 2",
+    "max_document_bytes": "an integer of at least 1024",
+    "test_token_delay_ms": "a number from 0 to 10000",
+}
+
+
+def wire_name(field_name: str) -> str:
+    return next(k for k, v in _WIRE.items() if v == field_name)
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    """The value converted to the field's type, or raise ValueError saying what was expected."""
+    expected = type(default) if default is not None else str
+    if expected is bool:
+        if not isinstance(value, bool):
+            raise ValueError("expected true or false")
+        return value
+    if expected is int:
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            raise ValueError(f"expected {_RANGE_TEXT.get(name, 'an integer')}")
+        value = int(value)
+    elif expected is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"expected {_RANGE_TEXT.get(name, 'a number')}")
+        value = float(value)
+    elif expected is str:
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError("expected a string")
+    if name in _RANGES and not _RANGES[name](value):
+        raise ValueError(f"expected {_RANGE_TEXT[name]}")
+    return value
+
+
+def section_of(settings: Any) -> Mapping[str, Any] | None:
+    """Our settings inside what a client sent: {"waferline": {...}}, or the flat mapping itself."""
+    if not isinstance(settings, Mapping):
+        return None
+    inner = settings.get(SECTION)
+    if isinstance(inner, Mapping):
+        return inner
+    return settings
+
+
+def parse_options(settings: Any, base: Options) -> tuple[Options, list[str]]:
+    """Options updated from a client's settings, and one message per bad or unknown value (its default used).
+
+    Fields the settings do not name keep their value in `base`; a bad value falls back to the dataclass default,
+    not to `base`, so that what the user sees documented is what they get.
+    """
+    section = section_of(settings)
+    if settings is not None and section is None:
+        return base, [f"settings must be an object, got {type(settings).__name__}; keeping the current options"]
+    changes: dict[str, Any] = {}
+    problems: list[str] = []
+    defaults = Options()
+    for key, value in (section or {}).items():
+        name = _WIRE.get(key)
+        if name is None:
+            problems.append(f"unknown option {SECTION}.{key} (ignored)")
+            continue
+        default = getattr(defaults, name)
+        try:
+            changes[name] = _coerce(name, value, default)
+        except ValueError as e:
+            problems.append(f"option {SECTION}.{key} = {value!r}: {e}; using the default {default!r}")
+            changes[name] = default
+    return dataclasses.replace(base, **changes), problems
+
+
+def options_table() -> list[tuple[str, str, str]]:
+    """(wire name, default as JSON-ish text, type) for every option: what docs/configuration.md lists."""
+    rows = []
+    for f in dataclasses.fields(Options):
+        default = f.default
+        text = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default)
+        rows.append((wire_name(f.name), text, str(f.type)))
+    return rows

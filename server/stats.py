@@ -1,0 +1,89 @@
+"""What the server counts while a developer types, served by the `waferline/stats` request.
+
+The same figures are what `waferline bench-lsp` reports, so a benchmark and a live editor session can be compared
+line by line: how many keystrokes came in, how many completion requests, how many were answered with a suggestion,
+cancelled or superseded, answered from the typed-through cache, and how much of the prompts the KV cache served.
+Latencies here are measured inside the server (request received -> response sent); bench-lsp measures the same from
+the client side (keystroke sent -> response received).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+# Older latencies are dropped past this many, so a server that runs for days keeps a bounded list.
+MAX_LATENCIES = 10_000
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100) by linear interpolation between closest ranks, None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    lo = int(rank)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+
+
+@dataclass
+class Stats:
+    keystrokes: int = 0  # content changes received through didChange
+    requests: int = 0  # inline completion + completion requests
+    answered: int = 0  # requests answered with at least one suggestion
+    empty: int = 0  # requests answered with nothing (no suggestion fit, or completion not wanted here)
+    cancelled: int = 0  # cancelled by the client or superseded by a newer request for the same document
+    cache_answers: int = 0  # answered from the typed-through or precomputed cache, without the model
+    accepted: int = 0  # suggestions the editor reported as accepted (the item's command)
+    precomputed: int = 0  # suggestions computed while idle, on the assumption that the shown one is accepted
+    errors: int = 0  # requests answered with an error (bad input)
+    generations: int = 0  # model runs that finished (not superseded)
+    prompt_tokens_total: int = 0
+    prefilled_tokens_total: int = 0  # prompt tokens the model had to compute; the rest came from the KV cache
+    new_tokens_total: int = 0
+    decode_s_total: float = 0.0
+    prefill_s_total: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_latency(self, ms: float) -> None:
+        with self._lock:
+            self.latencies_ms.append(ms)
+            if len(self.latencies_ms) > MAX_LATENCIES:
+                del self.latencies_ms[: len(self.latencies_ms) - MAX_LATENCIES]
+
+    def add_generation(
+        self, *, prompt_tokens: int, prefilled_tokens: int, new_tokens: int, prefill_s: float, decode_s: float
+    ) -> None:
+        with self._lock:
+            self.generations += 1
+            self.prompt_tokens_total += prompt_tokens
+            self.prefilled_tokens_total += prefilled_tokens
+            self.new_tokens_total += new_tokens
+            self.prefill_s_total += prefill_s
+            self.decode_s_total += decode_s
+
+    def snapshot(self) -> dict[str, Any]:
+        """The figures as one JSON-able object (the `waferline/stats` result and bench-lsp's keys)."""
+        with self._lock:
+            lat = list(self.latencies_ms)
+            out: dict[str, Any] = {
+                k: getattr(self, k)
+                for k in (
+                    "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
+                    "precomputed", "errors", "generations", "prompt_tokens_total", "prefilled_tokens_total",
+                    "new_tokens_total",
+                )
+            }  # fmt: skip
+            decode_s = self.decode_s_total
+            new_tokens = self.new_tokens_total
+        reused = out["prompt_tokens_total"] - out["prefilled_tokens_total"]
+        out["kv_reuse"] = round(reused / out["prompt_tokens_total"], 4) if out["prompt_tokens_total"] else None
+        out["decode_tok_s"] = round(new_tokens / decode_s, 1) if decode_s > 0 else None
+        for q in (50, 95, 99):
+            p = percentile(lat, q)
+            out[f"latency_ms_p{q}"] = round(p, 2) if p is not None else None
+        out["latency_samples"] = len(lat)
+        return out
