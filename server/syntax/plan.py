@@ -335,7 +335,7 @@ def _context(
         cursor.set_max_start_depth(1)
         cursor.set_byte_range(0, lo_byte)
         nodes = sorted((n for ns in cursor.captures(root).values() for n in ns), key=lambda n: n.start_byte)
-        parts = [node_text(n) for n in nodes if n.end_byte <= lo_byte]
+        parts = [node_text(n).strip() for n in nodes if n.end_byte <= lo_byte]
         joined = "\n".join(parts)
         if parts and len(joined) <= budget:
             out.append(Snippet("imports", joined, start_line=nodes[0].start_point[0]))

@@ -224,6 +224,7 @@ def _drop_repeated_lines(completion: str, text: str, line_end: int) -> str:
     following = [ln.strip() for ln in text[line_end : line_end + 200 * len(lines) + 200].splitlines() if ln.strip()]
     for i in range(len(lines)):
         tail = [ln.strip() for ln in lines[i:] if ln.strip()]
-        if tail and tail == following[: len(tail)]:
+        # lines of nothing but closers (`}`) repeat by coincidence; the bracket rules decide about those
+        if any(any(is_word_char(ch) for ch in ln) for ln in tail) and tail == following[: len(tail)]:
             return "\n".join(lines[:i])
     return completion

@@ -6,8 +6,9 @@
 
 (function_declaration) @definition.function
 (generator_function_declaration) @definition.function
-(lexical_declaration
-  (variable_declarator value: [(arrow_function) (function_expression)])) @definition.function
+; (two patterns: an alternation under a field also matched `let x = 0` in tree-sitter 0.25)
+(lexical_declaration (variable_declarator value: (arrow_function))) @definition.function
+(lexical_declaration (variable_declarator value: (function_expression))) @definition.function
 (class_declaration) @definition.class
 (method_definition) @definition.method
 
