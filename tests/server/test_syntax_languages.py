@@ -169,7 +169,7 @@ def test_block_completion(language_id: str) -> None:
     plan = plan_for(language_id, text, cursor)
     assert plan.complete and plan.multiline, plan.reason
     assert text[plan.prefix_start : cursor] == plan.prefix and text[cursor : plan.suffix_end] == plan.suffix
-    assert 0 < plan.prefix_start and text[plan.prefix_start - 1] == "\n", "the window starts at a line start"
+    assert plan.prefix_start > 0 and text[plan.prefix_start - 1] == "\n", "the window starts at a line start"
     kinds = {s.kind: s.text for s in plan.context}
     assert kinds.get("imports") == case.imports, plan.context
     assert any(case.sibling in s.text for s in plan.context if s.kind == "sibling"), plan.context
