@@ -1,0 +1,126 @@
+"""Evidence for a free-form question about the repository (`waferline/ask`), taken only from the index.
+
+Every location an answer shows comes from here: identifiers the question names that the index defines (their
+definition and two uses each), then the best BM25 matches for the question's words. The server either shows this
+evidence as the answer (a completion-only model) or puts `evidence_prompt` in front of an instruction-following model
+and shows the evidence under its answer; locations are never taken from the model's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from waferline.server.index.discovery import file_language
+from waferline.server.index.hover import FENCE_LANGUAGES, location_link, rank_call_sites, rank_definitions
+from waferline.server.index.symbols import Definition
+from waferline.server.index.tags import Range
+from waferline.server.index.text import identifiers
+from waferline.server.index.workspace import WorkspaceIndex
+
+MAX_NAMES = 3  # identifiers of the question looked up by name
+USAGES_PER_NAME = 2
+SNIPPET_LINES = 12
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: str  # "definition" (of a name in the question), "usage" (of such a name), "match" (a search hit)
+    path: Path
+    range: Range
+    title: str  # what it is: "function urlparse", "use of urlparse in main"
+    text: str  # signature and docstring, the line of a use, or the matching code
+    language: str
+    score: float  # order within one answer only
+
+
+def _definition_text(d: Definition) -> str:
+    return f"{d.signature or d.name}\n{d.docstring}".strip()
+
+
+def _named_identifiers(question: str) -> list[str]:
+    """Words of the question that look like code come first: `quoted`, snake_case, camelCase, then the rest."""
+    quoted = {w for part in question.split("`")[1::2] for w in identifiers(part)}
+    words = identifiers(question)
+
+    def code_like(w: str) -> int:
+        return 0 if w in quoted else 1 if ("_" in w or any(c.isupper() for c in w[1:])) else 2
+
+    return sorted(words, key=code_like)
+
+
+def gather_evidence(
+    index: WorkspaceIndex, question: str, k: int = 8, at_path: Path | str | None = None
+) -> list[Evidence]:
+    """At most k pieces of evidence, most useful first; every location in them comes from the index."""
+    here = Path(at_path).resolve() if at_path is not None else None
+    out: list[Evidence] = []
+    seen: set[tuple[Path, int]] = set()
+
+    def add(e: Evidence) -> None:
+        if (e.path, e.range[0][0]) not in seen:
+            seen.add((e.path, e.range[0][0]))
+            out.append(e)
+
+    named = 0
+    for word in _named_identifiers(question):
+        if named >= MAX_NAMES or len(out) >= k:
+            break
+        definitions = rank_definitions(index.definitions(word), here)
+        if not definitions:
+            continue
+        named += 1
+        best = definitions[0]
+        title = f"{best.kind} {best.qualified_name}"
+        add(Evidence("definition", best.path, best.range, title, _definition_text(best), best.language, 1e9 - named))
+        for ref in rank_call_sites(index.references(word, 500), best, here)[:USAGES_PER_NAME]:
+            lines = index.source_lines(ref.path, ref.range[0][0], ref.range[0][0])
+            where = f" in {ref.enclosing}" if ref.enclosing else ""
+            text = lines[0].strip() if lines else ""
+            add(Evidence("usage", ref.path, ref.range, f"use of {word}{where}", text, best.language, 1e8 - named))
+    for hit in index.search(question, 2 * k):
+        if len(out) >= k:
+            break
+        if hit.name:
+            title = f"{hit.kind} {hit.container + '.' if hit.container else ''}{hit.name}"
+            text = f"{hit.signature}\n{hit.docstring}".strip() or hit.snippet
+        else:
+            title, text = "code", hit.snippet
+        text = "\n".join(text.splitlines()[:SNIPPET_LINES])
+        add(Evidence("match", hit.path, hit.range, title, text, _language_of(index, hit.path), hit.score))
+    return out[:k]
+
+
+def _language_of(index: WorkspaceIndex, path: Path) -> str:
+    rel = index.relative(path)
+    return (file_language(rel) if rel else None) or ""
+
+
+def render_evidence_markdown(evidence: list[Evidence], workspace_root: Path) -> str:
+    """The evidence as a Markdown list with links: the whole answer when no model can write one."""
+    if not evidence:
+        return "The index has nothing that matches this question."
+    root = Path(workspace_root).resolve()
+    items = []
+    for i, e in enumerate(evidence, 1):
+        fence = FENCE_LANGUAGES.get(e.language, e.language)
+        body = (
+            f"\n\n   ```{fence}\n" + "\n".join(f"   {line}" for line in e.text.splitlines()) + "\n   ```"
+            if e.text
+            else ""
+        )
+        items.append(f"{i}. {e.title} — {location_link(e.path, e.range[0][0], root)}{body}")
+    return "\n".join(items)
+
+
+def evidence_prompt(evidence: list[Evidence], workspace_root: Path) -> str:
+    """The evidence as plain numbered text for a model's prompt ([1], [2], ... so that an answer can cite it)."""
+    root = Path(workspace_root).resolve()
+    blocks = []
+    for i, e in enumerate(evidence, 1):
+        try:
+            shown = e.path.relative_to(root).as_posix()
+        except ValueError:
+            shown = e.path.as_posix()
+        blocks.append(f"[{i}] {e.title} ({shown}:{e.range[0][0] + 1})\n{e.text}")
+    return "\n\n".join(blocks)
