@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from tree_sitter import Node, QueryCursor
 
 from waferline.server.syntax.brackets import CLOSERS, OPENERS, open_brackets, state_at_end
+from waferline.server.syntax.context import Snippet, select_context
 from waferline.server.syntax.tree import Snapshot, SyntaxTree, collect_errors, load_query
 from waferline.server.text import utf8_len
 
@@ -27,17 +28,6 @@ _EOL = re.compile(r"\r\n|\r|\n")
 # A Python line that opens a block when it ends with ":" (a dict entry `"a":` does not).
 _PY_HEADER = re.compile(r"^\s*(async\s+)?(def|class|if|elif|else|for|while|try|except|finally|with|match|case)\b")
 _LUA_OPENER = re.compile(r"(\bthen|\bdo|\belse|\brepeat|\bfunction\b.*\))$")
-
-
-@dataclass(frozen=True)
-class Snippet:
-    """A piece of context the model sees before the prefix."""
-
-    kind: str  # "imports", "scope" (headers of enclosing definitions cut off the prefix), "sibling"; the server adds
-    # "recent_edit" (recently edited regions of other open documents) and "definition" (cross-file definitions)
-    text: str
-    path: str | None = None  # None: the document being completed; otherwise the path or uri it comes from
-    start_line: int = 0
 
 
 @dataclass(frozen=True)
@@ -118,7 +108,7 @@ def plan_completion(
     context: list[Snippet] = []
     if root is not None and snap is not None:
         room = max_context_chars - (offset - prefix_start) - (suffix_end - offset)
-        context = _context(text, snap, root, offset, cursor_byte, prefix_start, suffix_end, max(room, 0))
+        context = select_context(text, snap, root, offset, cursor_byte, prefix_start, suffix_end, max(room, 0))
     used = (offset - prefix_start) + (suffix_end - offset) + sum(len(s.text) for s in context)
     return CompletionPlan(
         complete=complete,
@@ -260,7 +250,7 @@ def _tree_brackets(root: Node, b: int) -> tuple[str, tuple[bool, ...]]:
         closed_after: list[bool] = []
         inner: list[Node] = []
         depth_after = 0  # brackets opened after the cursor at this level
-        for child in node.children:
+        for child in _children_near(node, b):
             s, e = child.start_byte, child.end_byte
             kind = "{" if child.type == "${" else child.type
             if s < b < e or (s < b == e and child.child_count):  # around (or ending at) the cursor: visit it too
@@ -282,6 +272,22 @@ def _tree_brackets(root: Node, b: int) -> tuple[str, tuple[bool, ...]]:
         opened += [(ch, i >= len(stack) - len(closed_after)) for i, ch in enumerate(stack)]
         frontier.extend(reversed(inner))
     return "".join(ch for ch, _ in opened), tuple(c for _, c in opened)
+
+
+def _children_near(node: Node, b: int) -> list[Node]:
+    """The children that can hold a bracket open at b: all of them for a small node; for a big one (a module, a
+    block, a long list) its first and last child, which are its own brackets, and those around b."""
+    count = node.child_count
+    if count <= 16:
+        return node.children
+    near = [node.child(0)]
+    child = node.first_child_for_byte(max(b - 1, 0))
+    while child is not None and child.start_byte <= b:
+        near.append(child)
+        child = child.next_sibling
+    near.append(node.child(count - 1))
+    unique = {c.id: c for c in near if c is not None}
+    return sorted(unique.values(), key=lambda c: (c.start_byte, c.end_byte))
 
 
 # -- what the model sees ----------------------------------------------------------------------------------------------
@@ -313,67 +319,3 @@ def _suffix_end(text: str, offset: int, line_end: int, budget: int) -> int:
         return len(text)
     cut = max(text.rfind("\n", offset, limit), text.rfind("\r", offset, limit))
     return max(cut, line_end)
-
-
-def _context(
-    text: str, snap: Snapshot, root: Node, offset: int, b: int, prefix_start: int, suffix_end: int, room: int
-) -> list[Snippet]:
-    """Imports above the window, headers of the enclosing definitions it cut off, and the nearest sibling
-    definitions outside it; in document order, within `room` characters (half of it at most)."""
-    lang = snap.language_id
-    src = snap.source
-    lo_byte, hi_byte = b - utf8_len(text[prefix_start:offset]), b + utf8_len(text[offset:suffix_end])
-    budget = room // 2
-    out: list[Snippet] = []
-
-    def node_text(node: Node, end_byte: int | None = None) -> str:
-        return src[node.start_byte : node.end_byte if end_byte is None else end_byte].decode("utf-8", "replace")
-
-    imports = load_query(lang, "import")
-    if imports is not None and lo_byte > 0:
-        cursor = QueryCursor(imports)
-        cursor.set_max_start_depth(1)
-        cursor.set_byte_range(0, lo_byte)
-        nodes = sorted((n for ns in cursor.captures(root).values() for n in ns), key=lambda n: n.start_byte)
-        parts = [node_text(n).strip() for n in nodes if n.end_byte <= lo_byte]
-        joined = "\n".join(parts)
-        if parts and len(joined) <= budget:
-            out.append(Snippet("imports", joined, start_line=nodes[0].start_point[0]))
-            budget -= len(joined)
-    definitions = load_query(lang, "definition")
-    if definitions is None:
-        return out
-    cursor = QueryCursor(definitions)
-    band = 16 * max(hi_byte - lo_byte, 1024)
-    cursor.set_byte_range(max(lo_byte - band, 0), hi_byte + band)
-    defs = sorted({n.id: n for ns in cursor.captures(root).values() for n in ns}.values(), key=lambda n: n.start_byte)
-    enclosing = [n for n in defs if n.start_byte < lo_byte and n.end_byte > b]
-    for node in enclosing:  # headers of definitions the window cut the start off, outermost first
-        header = node_text(node, _body_start(node, src)).rstrip()
-        if len(header) <= budget:
-            out.append(Snippet("scope", header, start_line=node.start_point[0]))
-            budget -= len(header)
-    outside = [n for n in defs if n.end_byte <= lo_byte or n.start_byte >= hi_byte]
-    outermost = [n for n in outside if not any(o.start_byte <= n.start_byte and n.end_byte <= o.end_byte and o != n
-                                                 for o in outside)]  # fmt: skip
-    before = [n for n in outermost if n.end_byte <= lo_byte][-2:]
-    after = [n for n in outermost if n.start_byte >= hi_byte][:1]
-    siblings: list[Snippet] = []
-    for node in [*reversed(before), *after]:  # nearest first, so the budget goes to them
-        whole = node_text(node)
-        piece = whole if len(whole) <= budget // 2 else node_text(node, _body_start(node, src)).rstrip()
-        if piece and len(piece) <= budget:
-            siblings.append(Snippet("sibling", piece, start_line=node.start_point[0]))
-            budget -= len(piece)
-    out += sorted(siblings, key=lambda s: s.start_line)
-    return out
-
-
-def _body_start(node: Node, source: bytes) -> int:
-    """Where a definition's body starts (its header ends), or the end of its first line."""
-    inner = node.child_by_field_name("definition") or node  # Python's decorated_definition
-    body = inner.child_by_field_name("body")
-    if body is not None:
-        return body.start_byte
-    end = source.find(b"\n", node.start_byte, node.end_byte)
-    return node.end_byte if end < 0 else end

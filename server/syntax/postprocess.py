@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 
 from waferline.server.syntax.brackets import CLOSERS, OPENERS, scan_brackets
+from waferline.server.syntax.check import ParseCheck
 from waferline.server.syntax.plan import CompletionPlan, indentation, is_word_char, line_bounds
-from waferline.server.syntax.tree import Snapshot, SyntaxError_, SyntaxTree, collect_errors
+from waferline.server.syntax.tree import Snapshot, SyntaxError_, SyntaxTree
 from waferline.server.text import utf8_len
 
 MAX_PARSES = 8  # candidate cuts checked by parsing, longest first (each is one incremental parse)
@@ -110,8 +111,9 @@ def finish_completion(
                 return Finished(cand, end, cand != completion)
         return None
     cursor_byte = utf8_len(text[:offset])
-    base = snap.errors()
     line_bytes = (cursor_byte - utf8_len(text[line_start:offset]), cursor_byte + utf8_len(text[offset:line_end]))
+    check = ParseCheck(snap, cursor_byte, line_bytes[1])
+    base = check.base
     cursor_error = any(e.start_byte <= line_bytes[1] and e.end_byte >= line_bytes[0] for e in base)
     best: tuple[int, str, int] | None = None  # (errors, text, replace end)
     parses = 0
@@ -124,8 +126,7 @@ def finish_completion(
         parses += 1
         inserted = cand.encode("utf-8", "surrogatepass")
         removed = utf8_len(text[offset:end])
-        tree = snap.parse_with(cursor_byte, cursor_byte + removed, inserted)
-        errors = collect_errors(tree.root_node)
+        errors = check.errors_with(cursor_byte, cursor_byte + removed, inserted)
         if any(_is_new(e, base, cursor_byte, len(inserted), removed) for e in errors):
             continue
         if best is None or len(errors) < best[0]:

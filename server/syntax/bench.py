@@ -1,0 +1,78 @@
+"""How many milliseconds the syntax work of one keystroke costs on a 2,000-line Python file.
+
+    .venv/bin/python -m waferline.server.syntax.bench [--lines 2000] [--keys 200]
+
+Types a function key by key at the end of the middle of the file (each key: `TextDocument.apply_change`,
+`SyntaxTree.apply`, `plan_completion` with its incremental parse, then `finish_completion` of a two-line answer)
+and prints the median and 95th percentile of each step. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from waferline.server.syntax.plan import plan_completion
+from waferline.server.syntax.postprocess import finish_completion
+from waferline.server.syntax.tree import SyntaxTree
+from waferline.server.text import TextDocument
+
+UNIT = '''
+
+def scale_{i}(points: list[tuple[float, float]], k: float) -> list[tuple[float, float]]:
+    """Scale every point by k (unit {i})."""
+    out = []
+    for x, y in points:
+        out.append((x * k, y * k))
+    return out
+'''
+TYPED = "def norm_sq(x, y):\n    return x * x + y * y\n"
+
+
+def make_file(lines: int) -> str:
+    head = "import math\nfrom dataclasses import dataclass\n"
+    units = [UNIT.format(i=i) for i in range(lines // UNIT.count("\n") + 1)]
+    return head + "".join(units)
+
+
+def main() -> None:
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("--lines", type=int, default=2000)
+    args.add_argument("--keys", type=int, default=200)
+    opts = args.parse_args()
+    text = make_file(opts.lines)
+    doc = TextDocument(text, language_id="python")
+    t0 = time.perf_counter()
+    tree = SyntaxTree.for_document(doc)
+    assert tree.root is not None
+    first_parse_ms = (time.perf_counter() - t0) * 1e3
+    line = doc.line_count // 2
+    while doc.line_text(line).strip():  # a blank line between two functions
+        line += 1
+    timings: dict[str, list[float]] = {"edit": [], "plan": [], "finish": []}
+    typed = (TYPED * (opts.keys // len(TYPED) + 1))[: opts.keys]
+    for ch in typed:
+        offset = doc.offset_at(line, 10**6)
+        t0 = time.perf_counter()
+        tree.apply(doc.apply_change((doc.position_at(offset), doc.position_at(offset)), ch))
+        t1 = time.perf_counter()
+        if ch == "\n":
+            line += 1
+        offset = doc.offset_at(line, 10**6)
+        plan = plan_completion(doc.text, offset, "python", tree)
+        t2 = time.perf_counter()
+        finish_completion(doc.text, offset, "python", "x + 1)\n    return 2", plan)
+        t3 = time.perf_counter()
+        for name, ms in zip(timings, ((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3), strict=True):
+            timings[name].append(ms)
+    print(f"{doc.line_count} lines, {len(doc.text)} chars; first full parse {first_parse_ms:.1f} ms")
+    print(f"{len(typed)} keystrokes; {tree.parses} parses of the document")
+    for name, values in timings.items():
+        values.sort()
+        p95 = values[int(0.95 * (len(values) - 1))]
+        print(f"{name:>7}: median {statistics.median(values):6.2f} ms   p95 {p95:6.2f} ms   max {values[-1]:6.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
