@@ -36,8 +36,8 @@ def build_documents(lines: list[str], tags: FileTags) -> list[SearchDoc]:
     covered = bytearray(len(lines))  # 1 where a top-level definition owns the line
     for i, d in enumerate(tags.definitions):
         (start, _), (end, _) = d.range
-        if d.parent < 0:
-            covered[start : end + 1] = b"\x01" * len(covered[start : end + 1])
+        if d.parent < 0:  # its comment and decorators too: they are in the definition's document
+            covered[d.head_line : end + 1] = b"\x01" * len(covered[d.head_line : end + 1])
         body = "\n".join(lines[start : min(end + 1, start + BODY_LINES)])[:BODY_CHARS]
         name = text_terms(f"{d.name} {d.container}")
         docs.append(SearchDoc(d.kind, i, start, end, name, d.signature, d.doc, body))

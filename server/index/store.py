@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -66,12 +67,19 @@ class FileRecord:
     documents: list[SearchDoc]
 
 
+# The modules whose code decides what a file's rows contain.
+EXTRACTOR_MODULES = ("tags.py", "documents.py", "text.py", "store.py")
+
+
+@cache
 def extractor_fingerprint() -> str:
-    """Changes whenever the format or any tag query changes, so that an upgrade re-extracts every file."""
+    """Changes whenever the format, a tag query or the extraction code changes: an upgrade re-extracts every file."""
     h = hashlib.sha256(str(FORMAT_VERSION).encode())
-    for entry in sorted(resources.files("waferline.server.index.queries").iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".scm"):
-            h.update(entry.name.encode() + entry.read_bytes())
+    queries = resources.files("waferline.server.index.queries")
+    entries = [e for e in queries.iterdir() if e.name.endswith(".scm")]
+    entries += [resources.files("waferline.server.index").joinpath(name) for name in EXTRACTOR_MODULES]
+    for entry in sorted(entries, key=lambda e: e.name):
+        h.update(entry.name.encode() + entry.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -131,7 +139,7 @@ class IndexStore:
         if meta.get("root") != self.root:
             return f"built for {meta.get('root')!r}, not {self.root!r}"
         if meta.get("extractor") != extractor_fingerprint():
-            return "built by another version of the tag queries"
+            return "built by another version of the extractor (tag queries or code)"
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
         return None if check == "ok" else f"quick_check: {check}"
 
@@ -244,6 +252,12 @@ class IndexStore:
 
     def counts(self) -> dict[str, int]:
         return {t: self._rows(f"SELECT count(*) FROM {t}")[0][0] for t in ("files", "defs", "refs", "docs")}
+
+    def sample_definition_names(self, n: int) -> list[str]:
+        """n names of functions, methods and classes spread evenly over the index (for benchmarks)."""
+        names = [r[0] for r in self._rows("SELECT name FROM defs WHERE kind IN ('function', 'method', 'class')")]
+        step = max(1, len(names) // max(n, 1))
+        return names[::step][:n]
 
     def definitions(self, name: str) -> list[tuple]:
         sql = (

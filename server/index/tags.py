@@ -77,6 +77,7 @@ class DefTag(NamedTuple):
     doc: str
     container: str
     parent: int
+    head_line: int  # first line of the definition with its leading comment, decorators and wrappers
 
 
 class RefTag(NamedTuple):
@@ -192,6 +193,7 @@ def _assemble(source: bytes, language_id: str, raw: list[_RawDef], refs: dict[in
             chain.append(names[parent])
             parent = parents[parent]
         container = d.receiver or ".".join(reversed(chain))
+        doc, head_line = docstring(d.node, language_id)
         definitions.append(
             DefTag(
                 name=names[i],
@@ -199,9 +201,10 @@ def _assemble(source: bytes, language_id: str, raw: list[_RawDef], refs: dict[in
                 range=columns.range(d.node),
                 name_range=columns.range(d.name_node),
                 signature=signature(d.node, source),
-                doc=docstring(d.node, language_id),
+                doc=doc,
                 container=container,
                 parent=visible(parents[i]),
+                head_line=head_line,
             )
         )
     def_names = {d.name_node.start_byte for d in raw if d.kind != "scope"}
@@ -279,15 +282,9 @@ def signature(node: Node, source: bytes) -> str:
     return joined.removesuffix(";").removesuffix("{").removesuffix(":").rstrip() if joined else ""
 
 
-def docstring(node: Node, language_id: str) -> str:
-    """A Python docstring, or else the comment lines directly above the definition (or its decorators)."""
-    if language_id == "python":
-        body = node.child_by_field_name("body")
-        first = body.named_children[0] if body is not None and body.named_child_count else None
-        if first is not None and first.type == "expression_statement" and first.named_child_count:
-            literal = first.named_children[0]
-            if literal.type == "string":
-                return clean_python_string(_text(literal))
+def docstring(node: Node, language_id: str) -> tuple[str, int]:
+    """A Python docstring, or else the comment lines directly above the definition (or its decorators); and the
+    first line of the definition counting that comment, its decorators and wrappers."""
     anchor, _ = _anchor(node)
     lines: list[str] = []
     top_row = anchor.start_point[0]
@@ -300,4 +297,11 @@ def docstring(node: Node, language_id: str) -> str:
             break  # a trailing comment of the code on the line before, not a description of this definition
         lines.insert(0, _text(sibling))
         top_row, sibling = sibling.start_point[0], before
-    return clean_comment(lines) if lines else ""
+    if language_id == "python":
+        body = node.child_by_field_name("body")
+        first = body.named_children[0] if body is not None and body.named_child_count else None
+        if first is not None and first.type == "expression_statement" and first.named_child_count:
+            literal = first.named_children[0]
+            if literal.type == "string":
+                return clean_python_string(_text(literal)), top_row
+    return (clean_comment(lines) if lines else ""), top_row

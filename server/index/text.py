@@ -152,7 +152,7 @@ def query_terms(query: str) -> list[str]:
     terms: list[str] = []
     for word in identifiers(query):
         parts = identifier_terms(word)
-        terms.extend(reversed(parts) if len(parts) > 1 else parts)
+        terms.extend((parts[-1], *parts[:-1]) if len(parts) > 1 else parts)
     kept = [t for t in dict.fromkeys(terms) if t not in STOP_WORDS and (len(t) > 1 or t.isdigit())]
     return kept[:MAX_QUERY_TERMS]
 

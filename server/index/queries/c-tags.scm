@@ -3,8 +3,10 @@
 
 (function_definition declarator: (function_declarator declarator: (identifier) @name)) @definition.function
 (function_definition declarator: (pointer_declarator declarator: (function_declarator declarator: (identifier) @name))) @definition.function
-(declaration declarator: (function_declarator declarator: (identifier) @name)) @definition.function
-(declaration declarator: (pointer_declarator declarator: (function_declarator declarator: (identifier) @name))) @definition.function
+; prototypes at file level only: inside a function `T x(a, b);` is usually a variable
+(translation_unit (declaration declarator: (function_declarator declarator: (identifier) @name)) @definition.function)
+(translation_unit
+  (declaration declarator: (pointer_declarator declarator: (function_declarator declarator: (identifier) @name))) @definition.function)
 (struct_specifier name: (type_identifier) @name body: (field_declaration_list)) @definition.struct
 (union_specifier name: (type_identifier) @name body: (field_declaration_list)) @definition.struct
 (enum_specifier name: (type_identifier) @name body: (enumerator_list)) @definition.enum

@@ -6,7 +6,9 @@
 (function_definition declarator: (function_declarator declarator: (field_identifier) @name)) @definition.method
 (function_definition
   declarator: (function_declarator declarator: (qualified_identifier scope: (_) @receiver name: (identifier) @name))) @definition.method
-(declaration declarator: (function_declarator declarator: (identifier) @name)) @definition.function
+; prototypes at file or namespace level only: inside a function `Matrix out(a, b);` declares a variable
+(translation_unit (declaration declarator: (function_declarator declarator: (identifier) @name)) @definition.function)
+(declaration_list (declaration declarator: (function_declarator declarator: (identifier) @name)) @definition.function)
 (field_declaration declarator: (function_declarator declarator: (field_identifier) @name)) @definition.method
 (class_specifier name: (type_identifier) @name body: (field_declaration_list)) @definition.class
 (struct_specifier name: (type_identifier) @name body: (field_declaration_list)) @definition.struct
