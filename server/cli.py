@@ -18,6 +18,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("waferline.engine.generate_cli", "complete a code prompt with a model and print the speed"),
     "bench": ("waferline.engine.bench", "measure prefill and decode speed of a model"),
+    "bench-index": ("waferline.server.index_bench", "index a folder cold and warm and time lookups (default: stdlib)"),
 }
 
 
