@@ -1,0 +1,171 @@
+"""Reductions and broadcasts along lines of tiles: the numbers they produce and the cycles they cost.
+
+A line of `span` tiles (a row or a column) reduces to the tile in its middle (the root), so that the farthest
+value travels half the line. Each arm (the tiles on one side, plus the root) reduces with a two-level tree, as
+WaferLLM's MeshGEMV does: tiles form groups of K neighbours; each group chains its partial sums to its leader (K-1
+one-hop steps), then the leaders chain theirs to the root (G-1 steps of K hops). Against a plain chain this cuts
+the steps from n-1 to about 2*sqrt(n) and needs only two routing colours per tile (one per level; the two arms
+are mirror images on disjoint routers and share them), which is what the wafer's few colours per router allow.
+Broadcasts run the same tree the other way. `root(span)` is the middle tile's index.
+
+Latency of one collective on the critical path, in cycles:
+    ceil(hops * hop_cycles * (1 + collective_overhead)) + levels * wavelets
+where hops is the farthest distance a value travels, the overhead is the measured excess of a pipelined
+reduction over the bare distance (spec.collective_overhead), and each level adds the time to stream the message's
+wavelets (one 32-bit wavelet per link per cycle) through a pipeline that is already full.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from waferline.hardware.wafer.spec import WaferSpec
+
+
+@functools.lru_cache(maxsize=4096)
+def tree_group(span: int) -> int:
+    """Group size K of the two-level tree over `span` tiles: fewest steps (K-1) + (ceil(span/K)-1); ties go to a
+    K that divides span (even groups), then to the smaller K."""
+    if span <= 2:
+        return max(span, 1)
+    best = min(range(1, span + 1), key=lambda k: ((k - 1) + (-(-span // k) - 1), span % k != 0, k))
+    return best
+
+
+def root(span: int) -> int:
+    """Index of the root tile of a line of `span` tiles: the middle one."""
+    return (span - 1) // 2
+
+
+def arms(span: int) -> tuple[int, int]:
+    """Tiles on each side of the root, the longer arm (after the root) first."""
+    return span - 1 - root(span), root(span)
+
+
+def reach(span: int) -> int:
+    """Hops from the root of a line of `span` tiles to its farthest tile."""
+    return arms(span)[0]
+
+
+# -- the numbers ---------------------------------------------------------------------------------------------------
+def _arm_sum(t: Tensor, dim: int) -> Tensor:
+    """Sum one arm (its tiles ordered from the root outwards) with the two-level tree: groups of K, then leaders."""
+    n = t.shape[dim]
+    k = tree_group(n + 1)  # the arm's tiles plus the root
+    if k > n or k <= 1:
+        return t.sum(dim)
+    groups, tail = divmod(n, k)
+    full = t.narrow(dim, 0, groups * k).unflatten(dim, (groups, k)).sum(dim + 1)  # (..., groups, ...)
+    if tail:
+        full = torch.cat([full, t.narrow(dim, groups * k, tail).sum(dim, keepdim=True)], dim)  # ragged last group
+    return full.sum(dim)
+
+
+def tree_sum(t: Tensor, dim: int) -> Tensor:
+    """Sum `t` over `dim` as the mesh does: each arm by its two-level tree, then both arms into the root's value."""
+    span = t.shape[dim]
+    if span <= 2:
+        return t.sum(dim)
+    r = root(span)
+    before = t.narrow(dim, 0, r).flip(dim)  # the short arm, ordered from the root outwards
+    after = t.narrow(dim, r + 1, span - r - 1)
+    return t.select(dim, r) + _arm_sum(after, dim) + _arm_sum(before, dim)
+
+
+def _merge(m: Tensor, den: Tensor, o: Tensor, dim: int, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Merge softmax partials (max m, sum den, weighted values o) over groups of k along `dim` (o has one more,
+    trailing, dim). Empty partials carry a very negative finite m and den = o = 0, so they merge as zero weight."""
+    span = m.shape[dim]
+    groups = -(-span // k)
+    pad = groups * k - span
+    if pad:
+        neg = torch.finfo(m.dtype).min
+        shape = list(m.shape)
+        shape[dim] = pad
+        m = torch.cat([m, m.new_full(shape, neg)], dim)
+        den = torch.cat([den, den.new_zeros(shape)], dim)
+        o = torch.cat([o, o.new_zeros([*shape, o.shape[-1]])], dim)
+    mg = m.unflatten(dim, (groups, k))  # (..., groups, k, ...)
+    top = mg.amax(dim + 1, keepdim=True)
+    scale = torch.exp(mg - top)  # rescale every partial to its group's max
+    l_out = (den.unflatten(dim, (groups, k)) * scale).sum(dim + 1)
+    o_out = (o.unflatten(dim, (groups, k)) * scale.unsqueeze(-1)).sum(dim + 1)
+    return top.squeeze(dim + 1), l_out, o_out
+
+
+def tree_softmax_merge(m: Tensor, den: Tensor, o: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """Combine per-tile softmax statistics across `dim` with the two-level tree: -> (den, o), max folded in."""
+    k = tree_group(m.shape[dim])
+    if 1 < k < m.shape[dim]:
+        m, den, o = _merge(m, den, o, dim, k)  # level 1: within groups
+    m, den, o = _merge(m, den, o, dim, m.shape[dim])  # level 2: across group leaders
+    return den.squeeze(dim), o.squeeze(dim)
+
+
+# -- the cost ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Collective:
+    """One collective: `lines` parallel lines of `span` tiles, each moving a message of `elems` elements."""
+
+    kind: str  # "reduce", "broadcast" (two-level trees) or "move" (point to point along a route)
+    span: int
+    lines: int
+    elems: int
+    hops: int  # farthest distance on the critical path
+    steps: int  # sequential send-receive steps on the critical path
+    levels: int
+    wavelets: int  # per message
+    wavelet_hops: int  # traffic: wavelets x links crossed, all lines together
+    cycles: int  # latency on the critical path
+
+    @property
+    def pattern(self) -> tuple[str, int]:
+        """What the routers must be configured for (one colour per level per distinct pattern)."""
+        return (self.kind, self.span)
+
+
+def _wavelets(spec: WaferSpec, elems: int, elem_bytes: int) -> int:
+    return -(-elems * elem_bytes * 8 // spec.link_bits)
+
+
+def _latency(spec: WaferSpec, hops: int, levels: int, wavelets: int) -> int:
+    return math.ceil(hops * spec.hop_cycles * (1 + spec.collective_overhead)) + levels * wavelets
+
+
+def _arm(n: int) -> tuple[int, int, int, int]:
+    """A two-level tree over an arm of n tiles plus the root: (hops, steps, levels, links crossed by all messages)."""
+    if n == 0:
+        return 0, 0, 0, 0
+    k = tree_group(n + 1)
+    groups = -(-(n + 1) // k)
+    hops = n  # every value flows towards the root (each group's leader is its tile nearest the root): the arm's length
+    steps = (k - 1) + (groups - 1)
+    links = (n + 1 - groups) + (groups - 1) * k  # each member one hop to its leader, each leader k hops on
+    return hops, steps, 1 if groups == 1 else 2, links
+
+
+def tree(spec: WaferSpec, kind: str, span: int, lines: int, elems: int, elem_bytes: int) -> Collective | None:
+    """A two-level tree reduce or broadcast over `span` tiles to or from the middle one, in `lines` parallel lines
+    (None when span is 1: nothing moves)."""
+    assert kind in ("reduce", "broadcast"), kind
+    if span <= 1 or lines == 0 or elems == 0:
+        return None
+    long_arm, short_arm = arms(span)
+    hops, steps, levels, links = _arm(long_arm)
+    links += _arm(short_arm)[3]
+    w = _wavelets(spec, elems, elem_bytes)
+    cycles = _latency(spec, hops, levels, w)
+    return Collective(kind, span, lines, elems, hops, steps, levels, w, links * w * lines, cycles)
+
+
+def move(spec: WaferSpec, hops: int, lines: int, elems: int, elem_bytes: int) -> Collective | None:
+    """Point-to-point messages of `elems` along routes of at most `hops` links, `lines` of them at once."""
+    if hops <= 0 or lines == 0 or elems == 0:
+        return None
+    w = _wavelets(spec, elems, elem_bytes)
+    return Collective("move", hops + 1, lines, elems, hops, 1, 1, w, w * hops * lines, _latency(spec, hops, 1, w))

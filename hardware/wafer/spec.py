@@ -1,0 +1,179 @@
+"""What a wafer-scale engine is, in the numbers the emulator and its cost model need.
+
+Every constant of the `wse-2` and `wse-3` presets comes from a published vendor figure or paper; docs/hardware.md
+lists each one with its source and says which are carried over or assumed where nothing was published. The
+constants are never fitted to published throughput (tokens/s): the cost model must predict those, not remember them.
+`PUBLISHED` keeps the vendor's headline totals apart from the per-core constants so that a test can check that the
+totals derived from the per-core figures (cores x SRAM per core, ...) land on what the vendor published.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaferSpec:
+    """One wafer: a rows x cols mesh of tiles (core + its SRAM + a router), joined by single-cycle links.
+
+    Units are in the names: bytes, cycles, Hz, bits. A tile is what Cerebras calls a core or processing element (PE).
+    """
+
+    name: str
+    rows: int  # tiles along the mesh's vertical axis
+    cols: int  # tiles along the horizontal axis
+    sram_bytes_per_tile: int  # each tile's private SRAM; no other memory on the wafer
+    clock_hz: float
+    macs_per_cycle_fp16: int  # 16-bit multiply-accumulates one tile's SIMD unit issues per cycle
+    macs_per_cycle_fp32: int
+    sram_read_bytes_per_cycle: int  # per tile
+    sram_write_bytes_per_cycle: int  # per tile
+    link_bits: int = 32  # payload of one wavelet; a link carries one wavelet per cycle in each direction
+    hop_cycles: int = 1  # latency of one hop between neighbouring routers
+    collective_overhead: float = 0.10  # a pipelined reduction's cycles exceed its hop count by this fraction
+    routes_per_tile: int = 24  # routing colours (virtual channels) one router can hold
+    off_wafer_bytes_per_s: float = 0.0  # bandwidth to memory beside the wafer (0: no off-wafer memory)
+    off_wafer_capacity_bytes: int = 0  # how much may spill there (0: a model that does not fit fails)
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        assert self.rows > 0 and self.cols > 0, f"{self.name}: a grid needs rows and cols, got {self.rows}x{self.cols}"
+        assert self.sram_bytes_per_tile % 16 == 0, f"{self.name}: SRAM per tile must be a multiple of 16 bytes"
+        assert self.clock_hz > 0 and self.hop_cycles >= 1, f"{self.name}: clock and hop latency must be positive"
+
+    # -- derived totals ---------------------------------------------------------------------------------------------
+    @property
+    def tiles(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def sram_bytes(self) -> int:
+        return self.tiles * self.sram_bytes_per_tile
+
+    @property
+    def sram_bytes_per_s(self) -> float:
+        """Aggregate SRAM bandwidth (reads + writes) of every tile at once."""
+        return self.tiles * (self.sram_read_bytes_per_cycle + self.sram_write_bytes_per_cycle) * self.clock_hz
+
+    @property
+    def fabric_bits_per_s(self) -> float:
+        """Aggregate link bandwidth: four links per tile, one wavelet per cycle in each direction of each."""
+        return self.tiles * 4 * 2 * self.link_bits * self.clock_hz
+
+    def macs_per_cycle(self, dtype: torch.dtype) -> int:
+        """MACs per cycle per tile in `dtype` (fp16/bf16 use the 16-bit SIMD width; everything else the fp32 one)."""
+        return self.macs_per_cycle_fp16 if dtype in (torch.float16, torch.bfloat16) else self.macs_per_cycle_fp32
+
+    def peak_flops(self, dtype: torch.dtype = torch.float16) -> float:
+        """Dense peak: every tile issuing its full SIMD width every cycle (2 flops per MAC)."""
+        return self.tiles * self.macs_per_cycle(dtype) * 2 * self.clock_hz
+
+    @property
+    def diameter_hops(self) -> int:
+        return (self.rows - 1) + (self.cols - 1)
+
+    def with_spill(self, bytes_per_s: float | None = None, capacity: int = 1 << 50) -> WaferSpec:
+        """This wafer with off-wafer memory that weights may spill into (streamed in at `bytes_per_s` per use)."""
+        bw = bytes_per_s if bytes_per_s is not None else self.off_wafer_bytes_per_s
+        assert bw > 0, f"{self.name}: spilling needs an off-wafer bandwidth"
+        return dataclasses.replace(self, off_wafer_bytes_per_s=bw, off_wafer_capacity_bytes=capacity)
+
+
+# -- presets -----------------------------------------------------------------------------------------------------------
+# Sources, keyed in docs/hardware.md: [HC34] S. Lie, "Cerebras Architecture Deep Dive", Hot Chips 34 (2022);
+# [HC36] Cerebras, "WSE-3", Hot Chips 36 (2024); [WSE2-PR] Cerebras WSE-2 product announcement (Apr 2021);
+# [WSE3-PR] Cerebras WSE-3 / CS-3 announcement (13 Mar 2024); [SDK] Cerebras SDK docs, "A Conceptual View";
+# [CS2-DS] Cerebras CS-2 datasheet (system I/O); [ROCKI] Rocki et al., SC20, "Fast Stencil-Code Computation on a
+# Wafer-Scale Processor" (full-wafer AllReduce ~10% above the mesh diameter).
+
+CS_SYSTEM_IO_BYTES_PER_S = 12 * 100e9 / 8  # 12 x 100 Gb Ethernet [CS2-DS] = 150 GB/s
+
+WSE2 = WaferSpec(
+    name="wse-2",
+    rows=7 * 154,  # 7 die rows x 154 core rows per die [HC34: "12 x 7 Die", die "66 x 154 Cores"] = 1078
+    cols=12 * 66,  # 12 die columns x 66 core columns per die [HC34] = 792; 853,776 cores (~850,000 [WSE2-PR])
+    sram_bytes_per_tile=48 * 1024,  # 48 kB per core [HC34, SDK]
+    clock_hz=1.1e9,  # [HC34: "1.1GHz clock frequency"]
+    macs_per_cycle_fp16=4,  # 4-way 16-bit SIMD FMAC [HC34]
+    macs_per_cycle_fp32=1,  # one fp32 FMAC per cycle [SDK: fp32 vector ops process one element per cycle]
+    sram_read_bytes_per_cycle=16,  # two 64-bit reads per cycle [HC34]
+    sram_write_bytes_per_cycle=8,  # one 64-bit write per cycle [HC34]
+    link_bits=32,  # 32-bit wavelets on 32-bit bidirectional links in four directions [HC34, SDK]
+    hop_cycles=1,  # "single cycle latency between cores" [HC34]
+    collective_overhead=0.10,  # AllReduce cycles ~10% above the diameter [ROCKI]
+    routes_per_tile=24,  # 24 routable colours [SDK]
+    off_wafer_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,
+    notes="Cerebras WSE-2 (TSMC 7 nm), as in the CS-2 system.",
+)
+
+WSE3 = WaferSpec(
+    name="wse-3",
+    # [HC36] publishes 84 dies and "10.7k cores" per die but no per-die grid; 67 x 160 keeps WSE-2's die aspect and
+    # gives 10,720 per die, so 7 x 160 = 1120 rows and 12 x 67 = 804 cols: 900,480 cores (~900,000 [WSE3-PR]).
+    rows=7 * 160,
+    cols=12 * 67,
+    sram_bytes_per_tile=48 * 1024,  # 48 kB per core, unchanged from WSE-2 [HC36, SDK]
+    clock_hz=1.1e9,  # no WSE-3 clock is published; WSE-2's [HC34] carried over (docs/hardware.md explains)
+    macs_per_cycle_fp16=8,  # FP16 SIMD doubled from 4-wide to 8-wide [HC36]
+    macs_per_cycle_fp32=1,  # not published for WSE-3; WSE-2's carried over
+    sram_read_bytes_per_cycle=16,  # [HC34] memory design carried over (same 48 kB core SRAM) [HC36]
+    sram_write_bytes_per_cycle=8,
+    link_bits=32,  # [SDK]
+    hop_cycles=1,  # "single clock cycle latency between nodes" [WSE3-PR white paper]
+    collective_overhead=0.10,  # [ROCKI]
+    routes_per_tile=24,  # [SDK]
+    off_wafer_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # CS-3 I/O assumed equal to CS-2's [CS2-DS]
+    notes="Cerebras WSE-3 (TSMC 5 nm), as in the CS-3 system.",
+)
+
+
+def mini(rows: int, cols: int, base: WaferSpec = WSE3) -> WaferSpec:
+    """A small grid of `base`'s tiles (same per-tile constants), small enough to emulate on real numbers."""
+    return dataclasses.replace(
+        base, name=f"mini-{rows}x{cols}", rows=rows, cols=cols, notes=f"{rows}x{cols} of {base.name}"
+    )
+
+
+PRESETS: dict[str, WaferSpec] = {
+    "wse-2": WSE2,
+    "wse-3": WSE3,
+    "mini-8x8": mini(8, 8),
+    "mini-16x16": mini(16, 16),
+    "mini-32x32": mini(32, 32),
+    "mini-64x64": mini(64, 64),
+}
+
+# The vendor's headline totals the per-tile constants above are checked against (tests/hardware/test_wafer_spec.py).
+PUBLISHED: dict[str, dict[str, float]] = {
+    "wse-2": {
+        "cores": 850_000,  # [WSE2-PR]
+        "sram_bytes": 40e9,  # 40 GB [WSE2-PR]
+        "sram_bytes_per_s": 20e15,  # 20 PB/s [WSE2-PR]
+        "fabric_bits_per_s": 220e15,  # 220 Pb/s [WSE2-PR]
+        "transistors": 2.6e12,  # [WSE2-PR] (not derivable from the spec; listed for the record)
+    },
+    "wse-3": {
+        "cores": 900_000,  # [WSE3-PR]
+        "sram_bytes": 44e9,  # 44 GB [WSE3-PR]
+        "sram_bytes_per_s": 21e15,  # 21 PB/s [WSE3-PR]
+        "fabric_bits_per_s": 214e15,  # 214 Pb/s [WSE3-PR]
+        "peak_flops": 125e15,  # 125 PFLOPS "peak AI" [WSE3-PR]; a sparse figure, so dense peak must stay below it
+        "transistors": 4e12,  # [WSE3-PR]
+    },
+}
+
+
+def get_spec(name: str | WaferSpec) -> WaferSpec:
+    """A preset by name, or `mini-RxC` for any small grid of WSE-3 tiles."""
+    if isinstance(name, WaferSpec):
+        return name
+    if name in PRESETS:
+        return PRESETS[name]
+    if name.startswith("mini-") and "x" in name[5:]:
+        r, _, c = name[5:].partition("x")
+        if r.isdigit() and c.isdigit() and int(r) > 0 and int(c) > 0:
+            return mini(int(r), int(c))
+    raise ValueError(f"unknown wafer preset {name!r}; presets: {', '.join(PRESETS)} (or mini-RxC)")
