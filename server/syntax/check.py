@@ -16,7 +16,7 @@ from functools import cached_property
 from tree_sitter import Node
 
 from waferline.server.syntax.languages import parser_for
-from waferline.server.syntax.tree import Snapshot, SyntaxError_, collect_errors
+from waferline.server.syntax.tree import Snapshot, SyntaxError_, collect_errors, first_child_after
 
 REGION_MAX_BYTES = 16384  # a region bigger than this is narrowed to the block around the cursor, or not used
 
@@ -38,7 +38,9 @@ class ParseCheck:
     def errors_with(self, start_byte: int, old_end_byte: int, new_bytes: bytes) -> list[SyntaxError_]:
         """Errors of the document with `[start_byte, old_end_byte)` replaced by `new_bytes`."""
         if self.region is None:
-            return collect_errors(self.snap.parse_with(start_byte, old_end_byte, new_bytes).root_node)
+            src = self.snap.source
+            new_source = src[:start_byte] + new_bytes + src[old_end_byte:]
+            return collect_errors(self.snap.parse_with(start_byte, old_end_byte, new_bytes).root_node, new_source)
         start, end = self.region
         src = self.snap.source
         end = max(end, old_end_byte)
@@ -49,7 +51,7 @@ class ParseCheck:
         parser = parser_for(self.snap.language_id)
         assert parser is not None, "a snapshot's language has a parser"
         shift = self.region[0]
-        errors = collect_errors(parser.parse(region).root_node)
+        errors = collect_errors(parser.parse(region).root_node, region)
         return [SyntaxError_(e.start_byte + shift, e.end_byte + shift, e.missing) for e in errors]
 
 
@@ -74,16 +76,17 @@ def _python_region(snap: Snapshot, cursor: int, line_end: int) -> tuple[int, int
 
 def _overlapping(node: Node, lo: int, hi: int) -> list[Node]:
     """Children of node overlapping [lo, hi]; when none does (a blank line), the ones on either side."""
+    count = node.child_count
+    first = first_child_after(node, lo)
+    i = first
     kids: list[Node] = []
-    child = node.first_child_for_byte(lo)
-    while child is not None and child.start_byte <= hi:
+    while i < count and (child := node.child(i)) is not None and child.start_byte <= hi:
         kids.append(child)
-        child = child.next_sibling
+        i += 1
     if kids:
         return kids
-    last = node.child(node.child_count - 1) if node.child_count else None
-    before = child.prev_sibling if child is not None else last
-    return [k for k in (before, child) if k is not None]
+    around = (node.child(first - 1) if first > 0 else None, node.child(first) if first < count else None)
+    return [k for k in around if k is not None]
 
 
 def _body(node: Node) -> Node | None:

@@ -1,5 +1,5 @@
 """Context for a completion from the document itself: imports above the window, headers of the enclosing
-definitions the window cut off, and the nearest sibling definitions outside it (queries/*.scm say what is what).
+definitions the window cut off, and the nearest sibling definitions before it (queries/*.scm say what is what).
 
 Everything chosen here depends on the document outside the prefix/suffix window, so it stays the same while the
 user types inside the window, and the engine's cached prompt stays valid.
@@ -14,7 +14,7 @@ from tree_sitter import Node, QueryCursor
 from waferline.server.syntax.tree import Snapshot, load_query
 from waferline.server.text import utf8_len
 
-SIBLING_BAND = 4096  # bytes on each side of the window searched for sibling definitions
+SIBLING_BAND = 4096  # bytes before the window searched for sibling definitions
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,11 @@ def select_context(
     text: str, snap: Snapshot, root: Node, offset: int, b: int, prefix_start: int, suffix_end: int, room: int
 ) -> list[Snippet]:
     """Imports above the window, headers of the enclosing definitions it cut off, and the nearest sibling
-    definitions outside it; in document order, within `room` characters (half of it at most)."""
+    definitions outside it; in document order, within `room` characters."""
     lang = snap.language_id
     src = snap.source
     lo_byte, hi_byte = b - utf8_len(text[prefix_start:offset]), b + utf8_len(text[offset:suffix_end])
-    budget = room // 2
+    budget = room
     out: list[Snippet] = []
 
     def node_text(node: Node, end_byte: int | None = None) -> str:
@@ -57,9 +57,9 @@ def select_context(
     if definitions is None:
         return out
     found: dict[int, Node] = {}
-    # three small ranges instead of one big one: around the cursor (the enclosing definitions) and a band on each
-    # side of the window (the nearest siblings); a query only visits the nodes that overlap its range
-    ranges = ((max(b - 1, 0), b + 1), (max(lo_byte - SIBLING_BAND, 0), lo_byte), (hi_byte, hi_byte + SIBLING_BAND))
+    # two small ranges instead of one big one: around the cursor (the enclosing definitions) and a band before the
+    # window (the nearest siblings); a query only visits the nodes that overlap its range
+    ranges = ((max(b - 1, 0), b + 1), (max(lo_byte - SIBLING_BAND, 0), lo_byte))
     for lo, hi in ranges:
         cursor = QueryCursor(definitions)
         cursor.set_byte_range(lo, hi)
@@ -77,10 +77,12 @@ def select_context(
             not outermost or node.end_byte > outermost[-1].end_byte
         ):
             outermost.append(node)
-    before = [n for n in outermost if n.end_byte <= lo_byte][-2:]
-    after = [n for n in outermost if n.start_byte >= hi_byte][:1]
+    # Only siblings before the window: the code after the cursor re-parses differently while the line being typed
+    # is incomplete (an open bracket swallows what follows), and the context must not flicker with it; the suffix
+    # shows what follows anyway.
+    before = [n for n in outermost if n.end_byte <= lo_byte][-3:]
     siblings: list[Snippet] = []
-    for node in [*reversed(before), *after]:  # nearest first, so the budget goes to them
+    for node in reversed(before):  # nearest first, so the budget goes to them
         whole = node_text(node)
         piece = whole if len(whole) <= budget // 2 else node_text(node, _body_start(node, src)).rstrip()
         if piece and len(piece) <= budget:

@@ -17,7 +17,7 @@ from tree_sitter import Node, QueryCursor
 
 from waferline.server.syntax.brackets import CLOSERS, OPENERS, open_brackets, state_at_end
 from waferline.server.syntax.context import Snippet, select_context
-from waferline.server.syntax.tree import Snapshot, SyntaxTree, collect_errors, load_query
+from waferline.server.syntax.tree import Snapshot, SyntaxTree, collect_errors, first_child_after, load_query
 from waferline.server.text import utf8_len
 
 log = logging.getLogger(__name__)
@@ -102,13 +102,16 @@ def plan_completion(
         block_end=multiline,
         language_id=language_id,
     )
-    prefix_budget, suffix_budget = max_context_chars * 6 // 10, max_context_chars * 2 // 10
+    # shares of the budget: prefix 50%, suffix 15%, this document's context 15%, the rest (20% or more, whatever
+    # the window leaves) for the server's snippets from other documents
+    prefix_budget, suffix_budget = max_context_chars // 2, max_context_chars * 15 // 100
     prefix_start = _prefix_start(text, offset, prefix_budget)
     suffix_end = _suffix_end(text, offset, line_end, suffix_budget)
     context: list[Snippet] = []
     if root is not None and snap is not None:
-        room = max_context_chars - (offset - prefix_start) - (suffix_end - offset)
-        context = select_context(text, snap, root, offset, cursor_byte, prefix_start, suffix_end, max(room, 0))
+        # a fixed share, not what the window left over: the context must not change while the prefix grows
+        room = max_context_chars * 15 // 100
+        context = select_context(text, snap, root, offset, cursor_byte, prefix_start, suffix_end, room)
     used = (offset - prefix_start) + (suffix_end - offset) + sum(len(s.text) for s in context)
     return CompletionPlan(
         complete=complete,
@@ -159,16 +162,17 @@ def _should_complete(
 ) -> tuple[bool, str]:
     if "\0" in text[max(offset - 4096, 0) : offset + 4096]:
         return False, "binary content"
-    if after and is_word_char(after[0]):
-        return False, "cursor before an identifier character"
     if root is not None and snap is not None and language_id is not None:
         literal = literal_at(root, cursor_byte, language_id, snap.source)
         if literal is None and root.has_error:  # an unterminated string parses as an ERROR: read the line instead
             line_byte = cursor_byte - utf8_len(before)
-            if any(e.start_byte <= cursor_byte and e.end_byte >= line_byte for e in collect_errors(root, 64)):
+            errors = collect_errors(root, snap.source, 64)
+            if any(e.start_byte <= cursor_byte and e.end_byte >= line_byte for e in errors):
                 literal = state_at_end(before, language_id)
-        if literal is not None and not explicit:
+        if literal in ("comment", "string") and not explicit:
             return False, f"inside a {literal}"
+    if after and is_word_char(after[0]):
+        return False, "cursor before an identifier character"
     return True, "explicit" if explicit else "ok"
 
 
@@ -187,7 +191,7 @@ def literal_at(root: Node, cursor_byte: int, language_id: str, source: bytes) ->
                 size = node.end_byte - node.start_byte
                 if best is None or size < best[0]:
                     best = (size, name)
-    return best[1] if best is not None and best[1] in ("comment", "string") else None
+    return best[1] if best is not None else None
 
 
 def _literal_contains(node: Node, b: int, name: str, source: bytes) -> bool:
@@ -281,10 +285,10 @@ def _children_near(node: Node, b: int) -> list[Node]:
     if count <= 16:
         return node.children
     near = [node.child(0)]
-    child = node.first_child_for_byte(max(b - 1, 0))
-    while child is not None and child.start_byte <= b:
+    i = first_child_after(node, max(b - 1, 0))
+    while i < count and (child := node.child(i)) is not None and child.start_byte <= b:
         near.append(child)
-        child = child.next_sibling
+        i += 1
     near.append(node.child(count - 1))
     unique = {c.id: c for c in near if c is not None}
     return sorted(unique.values(), key=lambda c: (c.start_byte, c.end_byte))

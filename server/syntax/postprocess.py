@@ -41,8 +41,10 @@ class _Scan:
 def _scan(completion: str, plan: CompletionPlan) -> _Scan:
     rules = plan.stop
     cuts: list[int] = [i for s in rules.stop if (i := completion.find(s)) >= 0]
+    # the rest of a block opener's line, when the completion starts on the next line, is not one of its lines
+    max_lines = rules.max_lines + completion.startswith("\n")
     for line_no, m in enumerate(re.finditer("\n", completion), start=1):
-        if line_no >= rules.max_lines:
+        if line_no >= max_lines:
             cuts.append(m.start())
             break
         end = completion.find("\n", m.end())
@@ -215,7 +217,12 @@ def _fit_line_rest(cand: str, text: str, offset: int, line_end: int, plan: Compl
 def _repeats_suffix(completion: str, text: str, offset: int, end: int) -> bool:
     """A completion that only writes what already follows the cursor."""
     body = completion.strip()
-    return not body or text[end : end + 4 * len(completion) + 64].lstrip().startswith(body)
+    window = 4 * len(completion) + 64
+    return (
+        not body
+        or text[end : end + window].lstrip().startswith(body)
+        or text[offset : offset + window].lstrip().startswith(body)  # rewrites the auto-closed text as it is
+    )
 
 
 def _drop_repeated_lines(completion: str, text: str, line_end: int) -> str:

@@ -66,21 +66,52 @@ def point_at(source: bytes, byte: int) -> tuple[int, int]:
     return row, byte - (source.rfind(b"\n", 0, byte) + 1)
 
 
-def collect_errors(root: Node, limit: int = 1000) -> list[SyntaxError_]:
-    """The outermost ERROR nodes and every MISSING node, in document order, visiting only subtrees with errors."""
+def collect_errors(root: Node, source: bytes, limit: int = 1000) -> list[SyntaxError_]:
+    """The outermost ERROR nodes and every MISSING node, in document order, visiting only subtrees with errors.
+
+    A MISSING token of a hidden rule (Python's `_newline`, JavaScript's `_automatic_semicolon`) is not among any
+    node's children; a node whose error no child explains reports it between those of its children that share a
+    line (where such a token goes), or over its whole span.
+    """
     found: list[SyntaxError_] = []
     stack = [root]
     while stack and len(found) < limit:
         node = stack.pop()
-        if node.is_error:
-            found.append(SyntaxError_(node.start_byte, node.end_byte, False))
+        if node.is_error or node.is_missing:
+            found.append(SyntaxError_(node.start_byte, node.end_byte, node.is_missing))
             continue
-        if node.is_missing:
-            found.append(SyntaxError_(node.start_byte, node.end_byte, True))
+        if not node.has_error:
             continue
-        if node.has_error:
-            stack.extend(reversed(node.children))
+        children = node.children
+        if any(c.has_error or c.is_missing for c in children):
+            stack.extend(reversed(children))
+        else:
+            found.extend(_hidden_errors(node, children, source))
     return found
+
+
+def _hidden_errors(node: Node, children: list[Node], source: bytes) -> list[SyntaxError_]:
+    edges = [node.start_byte, *(b for c in children for b in (c.start_byte, c.end_byte)), node.end_byte]
+    gaps = [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]  # before, between and after the children
+    same_line = [(a, b) for a, b in gaps if b"\n" not in source[a:b] and 0 < a < len(source)]
+    return [SyntaxError_(a, b, True) for a, b in same_line] or [SyntaxError_(node.start_byte, node.end_byte, True)]
+
+
+def first_child_after(node: Node, byte: int) -> int:
+    """Index of the first child of node that ends after `byte` (child_count when none does), by binary search.
+
+    Not `Node.first_child_for_byte`: py-tree-sitter 0.26.1 crashes (SIGSEGV) when no child qualifies.
+    """
+    lo, hi = 0, node.child_count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        child = node.child(mid)
+        assert child is not None, "an index below child_count has a child"
+        if child.end_byte > byte:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def plain_text_reason(language_id: str | None, source: bytes) -> str | None:
@@ -171,7 +202,7 @@ class SyntaxTree:
 
     def errors(self) -> list[SyntaxError_]:
         root = self.root
-        return collect_errors(root) if root is not None else []
+        return collect_errors(root, self.source) if root is not None else []
 
     def error_count(self, start_byte: int = 0, end_byte: int | None = None) -> int:
         """ERROR and MISSING nodes that overlap [start_byte, end_byte) (the whole document by default)."""
@@ -200,7 +231,7 @@ class Snapshot:
     source: bytes
 
     def errors(self) -> list[SyntaxError_]:
-        return collect_errors(self.tree.root_node)
+        return collect_errors(self.tree.root_node, self.source)
 
     def parse_with(self, start_byte: int, old_end_byte: int, new_bytes: bytes) -> Tree:
         """The tree of this text with `[start_byte, old_end_byte)` replaced by `new_bytes`, parsed incrementally
