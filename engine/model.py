@@ -151,15 +151,18 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def rope_frequencies(args: ModelArgs) -> Tensor:
-    """Inverse frequencies (head_dim // 2,) in float64, with Llama 3 scaling when the config asks for it."""
+    """Inverse frequencies (head_dim // 2,) in float64, with linear (DeepSeek-Coder) or Llama 3 scaling when the
+    config asks for it."""
     h = args.head_dim
     inv_freq = 1.0 / (args.rope_theta ** (torch.arange(0, h, 2, dtype=torch.float64) / h))
     scaling = args.rope_scaling or {}
     kind = scaling.get("rope_type", scaling.get("type"))
     if kind in (None, "default"):
         return inv_freq
+    if kind == "linear":  # positions divided by factor
+        return inv_freq / float(scaling["factor"])
     if kind != "llama3":
-        raise ValueError(f"unsupported rope_scaling type {kind!r} (waferline supports 'llama3' and none)")
+        raise ValueError(f"unsupported rope_scaling type {kind!r} (waferline supports 'linear', 'llama3' and none)")
     factor = float(scaling["factor"])
     low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
     old_len = float(scaling["original_max_position_embeddings"])
@@ -212,15 +215,19 @@ def hf_weight_shape(args: ModelArgs, name: str) -> tuple[int, ...]:
     raise KeyError(name)
 
 
-def init_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
-    """Random weights in Hugging Face naming (std 0.02, norms at 1): for presets, benchmarks and tests."""
+def iter_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float32) -> Iterator[tuple[str, Tensor]]:
+    """Random weights in Hugging Face naming (std 0.02, norms at 1), made one tensor at a time as they are consumed,
+    so that `Transformer.load(iter_random(...))` never holds a large preset twice."""
     g = torch.Generator().manual_seed(seed)
-    state: dict[str, Tensor] = {}
     for name in hf_weight_names(args):
         shape = hf_weight_shape(args, name)
         t = torch.ones(shape) if name.endswith("norm.weight") else torch.randn(shape, generator=g) * 0.02
-        state[name] = t.to(dtype)
-    return state
+        yield name, t.to(dtype)
+
+
+def init_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
+    """Random weights in Hugging Face naming (std 0.02, norms at 1): for presets, benchmarks and tests."""
+    return dict(iter_random(args, seed, dtype))
 
 
 @dataclass
