@@ -217,13 +217,7 @@ def args_from_config(cfg: Mapping[str, Any], path: Path | str = "config.json") -
         if bad:
             raise CheckpointError(f"{path}: {key}={cfg.get(key)!r} is not supported: {why}")
     cfg = dict(cfg)
-    rope = cfg.get("rope_parameters")  # transformers >= 5 writes rope_theta and the scaling here
-    if isinstance(rope, dict):
-        if cfg.get("rope_theta") is None:
-            cfg["rope_theta"] = rope.get("rope_theta", 10000.0)
-        if not cfg.get("rope_scaling") and rope.get("rope_type", "default") != "default":
-            cfg["rope_scaling"] = rope
-    scaling = dict(cfg.get("rope_scaling") or {})
+    scaling = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})  # rope_parameters: transformers 5
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind not in ("default", "linear", "llama3"):
         raise CheckpointError(

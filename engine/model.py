@@ -56,6 +56,7 @@ class ModelArgs:
                 f"unsupported architecture: model_type {model_type!r} (architectures {cfg.get('architectures')}); "
                 f"waferline runs {', '.join(SUPPORTED_ARCHITECTURES)}"
             )
+        rope = cfg.get("rope_parameters") or {}  # transformers >= 5 writes rope_theta and any scaling here
         try:
             n_heads = int(cfg["num_attention_heads"])
             return cls(
@@ -67,8 +68,9 @@ class ModelArgs:
                 n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads),
                 intermediate_size=int(cfg["intermediate_size"]),
                 max_seq_len=int(cfg.get("max_position_embeddings", 2048)),
-                rope_theta=float(cfg.get("rope_theta", 10000.0)),
-                rope_scaling=cfg.get("rope_scaling"),
+                rope_theta=float(cfg.get("rope_theta") or rope.get("rope_theta", 10000.0)),
+                rope_scaling=cfg.get("rope_scaling")
+                or (rope if rope.get("rope_type", "default") != "default" else None),
                 norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
                 qkv_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
                 tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
