@@ -1,0 +1,77 @@
+import csv
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from waferline.engine.checkpoint import load_model
+from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.hardware import open_device
+from waferline.training.model import TrainableLM
+from waferline.training.train import TrainConfig, lr_at, train
+
+SMALL = dict(
+    model_type="qwen2", vocab_size=512, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=128,
+    max_seq_len=128, norm_eps=1e-6, qkv_bias=True, tie_embeddings=True,
+)  # fmt: skip
+
+
+def test_trainable_model_computes_the_engines_logits() -> None:
+    for tie in (True, False):
+        args = ModelArgs(**{**SMALL, "tie_embeddings": tie})
+        state = init_random(args, seed=1)
+        engine = Transformer(args, open_device("cpu"))
+        engine.load(state.items())
+        model = TrainableLM(args)
+        missing = model.load_state_dict(state, strict=True)
+        assert not missing.missing_keys
+        tokens = torch.randint(0, args.vocab_size, (20,), generator=torch.Generator().manual_seed(0))
+        kv = engine.open_cache(32)
+        want = engine.forward(tokens, kv, 0, last_only=False)  # (T, vocab)
+        with torch.no_grad():
+            got = model(tokens[None])[0]
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        assert set(model.hf_state_dict()) == set(state)
+
+
+def test_schedule_warms_up_then_decays_to_the_floor() -> None:
+    cfg = TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_at(cfg, 0, 0.0) < lr_at(cfg, 9, 0.0) == 1e-3
+    assert lr_at(cfg, 50, 0.5) < 1e-3
+    assert abs(lr_at(cfg, 100, 1.0) - 1e-4) < 1e-12
+
+
+def _small_config(out: Path, corpus: Path, steps: int) -> TrainConfig:
+    cfg = TrainConfig(
+        out_dir=out, seq_len=64, batch_size=4, lr=3e-3, warmup_steps=5, max_steps=steps, corpus_root=corpus,
+        checkpoint_minutes=1e9, val_rows=2, vocab_size=512, log_every=5, threads=0, held_out_percent=25,
+    )  # fmt: skip
+    # a smaller shape than the shipped preset keeps the test to seconds
+    object.__setattr__(cfg, "model_args", lambda: ModelArgs(**{**SMALL, "max_seq_len": 64}))
+    return cfg
+
+
+def test_short_training_lowers_the_loss_resumes_and_exports(tmp_path: Path, corpus_dir: Path) -> None:
+    out = tmp_path / "run"
+    summary = train(_small_config(out, corpus_dir, steps=30), progress=False)
+    assert summary["final_train_loss"] < summary["first_train_loss"] - 0.5
+    for name in ("tokenizer.json", "ckpt.pt", "loss.csv", "loss.png", "export/model.safetensors"):
+        assert (out / name).is_file(), name
+    with (out / "loss.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == [5, 10, 15, 20, 25, 30, 30]  # every 5 steps, then the final checkpoint
+    # resuming continues from step 30 and keeps the history up to there
+    resumed = train(_small_config(out, corpus_dir, steps=35), progress=False)
+    assert resumed["steps"] == 35
+    with (out / "loss.csv").open() as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f)]
+    assert steps[-3:] == [30, 35, 35]
+    lm = load_model(out / "export")
+    assert lm.fim is not None and lm.fim.family == "waferline" and lm.args.max_seq_len == 64
+
+
+def test_config_is_a_dataclass_with_the_shipped_defaults() -> None:
+    cfg = TrainConfig()
+    assert dataclasses.is_dataclass(cfg)
+    args = cfg.model_args()
+    assert (args.dim, args.n_layers, args.vocab_size, args.max_seq_len) == (256, 4, 8192, 1024)

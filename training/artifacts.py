@@ -1,0 +1,94 @@
+"""What a run writes besides the weights: resumable checkpoints, the loss CSV, its plot, the exported model."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from waferline.engine.checkpoint import save_checkpoint
+from waferline.engine.model import ModelArgs
+from waferline.engine.tokenizer import Tokenizer
+
+CSV_FIELDS = ["step", "tokens", "elapsed_s", "lr", "train_loss", "val_loss", "tok_s"]
+
+
+def save_state(path: Path, state: Mapping[str, Any]) -> None:
+    """torch.save to a temporary sibling then rename: a crash mid-write never leaves a torn checkpoint."""
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(dict(state), tmp)
+    os.replace(tmp, path)
+
+
+def load_state(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    return dict(torch.load(path, map_location="cpu", weights_only=False))
+
+
+def append_csv(path: Path, row: Mapping[str, Any]) -> None:
+    new = not path.is_file()
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow({k: row.get(k, "") for k in CSV_FIELDS})
+
+
+def truncate_csv(path: Path, step: int) -> None:
+    """Drop rows past `step` (a resumed run recomputes them)."""
+    if not path.is_file():
+        return
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["step"]) <= step]
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def plot_losses(csv_path: Path, png_path: Path) -> None:
+    """Training loss (smoothed) and held-out loss against tokens seen, as a PNG (matplotlib, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with csv_path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return
+    tokens = [int(r["tokens"]) / 1e6 for r in rows]
+    train = [float(r["train_loss"]) for r in rows]
+    val = [(int(r["tokens"]) / 1e6, float(r["val_loss"])) for r in rows if r["val_loss"]]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot(tokens, train, lw=1, label="train (per logged step)")
+    if val:
+        ax.plot([v[0] for v in val], [v[1] for v in val], "o-", label="held-out")
+    ax.set_xlabel("tokens seen (millions)")
+    ax.set_ylabel("cross-entropy (nats / token)")
+    ax.set_title("waferline-mini training")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = png_path.with_name(png_path.name + ".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, png_path)
+
+
+def export_model(directory: Path, args: ModelArgs, state: Mapping[str, torch.Tensor], tokenizer: Tokenizer) -> Path:
+    """A Hugging Face directory (float32 safetensors, config, tokenizer) that waferline and transformers load."""
+    return save_checkpoint(
+        directory,
+        args,
+        dict(state),
+        tokenizer_json=tokenizer.to_str(),
+        fim_template="waferline",
+        dtype="float32",
+        overwrite=True,
+    )

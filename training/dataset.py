@@ -1,0 +1,85 @@
+"""Token rows for training: each file becomes a plain causal-LM example or a fill-in-the-middle one, packed.
+
+Examples are concatenated into one stream (each ends with <|endoftext|>) and cut into rows of seq_len + 1 tokens,
+as GPT-style pretraining does; a row's last token is the next row's first input. Everything is drawn from a seeded
+random generator, so the same corpus, tokenizer and seed give the same rows on every machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from waferline.engine.tokenizer import Tokenizer
+from waferline.training.data import SourceFile
+from waferline.training.fim import FimIds, Order, context_window, fim_example, parse, sample_span
+
+log = logging.getLogger("waferline.training")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExampleConfig:
+    seq_len: int = 1024
+    fim_rate: float = 0.5  # share of files that become a FIM example
+    spm_rate: float = 0.5  # share of FIM examples in suffix-prefix-middle order
+    prefix_chars: int = 2400  # character windows around the middle (cut to whole lines); tokens trim further
+    suffix_chars: int = 1200
+
+
+def build_examples(
+    files: Sequence[SourceFile], tokenizer: Tokenizer, cfg: ExampleConfig, seed: int
+) -> tuple[list[list[int]], dict[str, int]]:
+    """One token sequence per file, and counts of the kinds drawn (plain, psm, spm, and each span kind)."""
+    rng = random.Random(seed)
+    ids = FimIds.of(tokenizer)
+    counts: dict[str, int] = {}
+    out: list[list[int]] = []
+    for f in files:
+        if rng.random() < cfg.fim_rate:
+            span = sample_span(f.text, parse(f.text), rng)
+            order: Order = "spm" if rng.random() < cfg.spm_rate else "psm"
+            prefix, middle, suffix = context_window(f.text, span, cfg.prefix_chars, cfg.suffix_chars)
+            out.append(fim_example(tokenizer, ids, prefix, middle, suffix, order, cfg.seq_len))
+            counts[order] = counts.get(order, 0) + 1
+            counts[span.kind] = counts.get(span.kind, 0) + 1
+        else:
+            out.append([*tokenizer.encode(f.text), ids.eot])
+            counts["plain"] = counts.get("plain", 0) + 1
+    return out, counts
+
+
+def pack_rows(examples: Sequence[Sequence[int]], seq_len: int) -> Tensor:
+    """(rows, seq_len + 1) int64: the examples end to end, cut into overlapping-by-one rows; the tail is dropped."""
+    stream = torch.tensor([t for ex in examples for t in ex], dtype=torch.int64)
+    n = (stream.numel() - 1) // seq_len
+    assert n > 0, f"{stream.numel()} tokens do not fill one row of {seq_len + 1}"
+    idx = torch.arange(n)[:, None] * seq_len + torch.arange(seq_len + 1)[None, :]  # (rows, seq_len + 1)
+    return stream[idx]
+
+
+class RowSampler:
+    """Batches of rows in a seeded order that reshuffles every epoch; `batch(step)` is a pure function of step.
+
+    Being a function of the step (not of an iterator's state) is what makes a resumed run see the same batches.
+    """
+
+    def __init__(self, rows: Tensor, batch_size: int, seed: int) -> None:
+        assert rows.shape[0] >= batch_size, f"{rows.shape[0]} rows cannot fill a batch of {batch_size}"
+        self.rows, self.batch_size, self.seed = rows, batch_size, seed
+        self.per_epoch = rows.shape[0] // batch_size
+        self._epoch = -1
+        self._order = torch.empty(0, dtype=torch.int64)
+
+    def batch(self, step: int) -> tuple[Tensor, Tensor]:
+        """(inputs, targets), each (batch, seq_len)."""
+        epoch, i = divmod(step, self.per_epoch)
+        if epoch != self._epoch:
+            g = torch.Generator().manual_seed(self.seed * 1000 + epoch)
+            self._order, self._epoch = torch.randperm(self.rows.shape[0], generator=g), epoch
+        rows = self.rows[self._order[i * self.batch_size : (i + 1) * self.batch_size]]  # (B, seq_len + 1)
+        return rows[:, :-1], rows[:, 1:]

@@ -1,0 +1,67 @@
+"""`waferline train`: build the corpus, tokenizer and FIM examples, then train (or resume) the default model.
+
+The run directory keeps everything needed to resume (`--no-resume` starts over); `--export DIR` copies the final
+model into DIR (for example engine/models/waferline-mini) when training ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=Path("runs/waferline-mini"), help="run directory (resumable)")
+    parser.add_argument("--preset", default="tiny", help="engine model shape preset (default: tiny)")
+    parser.add_argument("--seq-len", type=int, default=1024, help="training context; becomes max_position_embeddings")
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--max-steps", type=int, default=100_000)
+    parser.add_argument("--max-minutes", type=float, default=None, help="wall-clock training budget")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--fim-rate", type=float, default=0.5, help="share of fill-in-the-middle examples")
+    parser.add_argument("--checkpoint-minutes", type=float, default=10.0)
+    parser.add_argument("--autocast", choices=["auto", "on", "off"], default="auto", help="bfloat16 autocast")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--max-files", type=int, default=None, help="use only the first N corpus files (tests)")
+    parser.add_argument("--corpus", type=Path, default=None, help="a folder of .py files instead of the stdlib")
+    parser.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in --out")
+    parser.add_argument("--export", type=Path, default=None, help="copy the final model directory here")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import logging
+    import shutil
+    import sys
+
+    from waferline.training.train import TrainConfig, train
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        raise ValueError(f"--max-minutes must be positive, got {args.max_minutes}")
+    cfg = TrainConfig(
+        out_dir=args.out, preset=args.preset, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+        max_steps=args.max_steps, max_minutes=args.max_minutes, seed=args.seed, fim_rate=args.fim_rate,
+        checkpoint_minutes=args.checkpoint_minutes, autocast=args.autocast, threads=args.threads,
+        max_files=args.max_files, corpus_root=args.corpus,
+    )  # fmt: skip
+    summary = train(cfg, resume=not args.no_resume, progress=not args.quiet)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if args.export is not None:
+        src = Path(summary["export"])
+        args.export.mkdir(parents=True, exist_ok=True)
+        for f in src.iterdir():
+            shutil.copy2(f, args.export / f.name)
+        logging.getLogger("waferline.training").info("model copied to %s", args.export)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # `python -m waferline.training.train_cli` works without the other subcommands' modules
+    import sys
+
+    _parser = argparse.ArgumentParser(prog="waferline train")
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))
