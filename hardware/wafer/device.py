@@ -33,7 +33,9 @@ from waferline.hardware.wafer.tiles import Allocation, Rect, SramGrid, WaferOutO
 
 class WaferDevice:
     """An emulated wafer. spec: a preset name or WaferSpec; analytic: shapes only; spill: let weights that do not
-    fit stream from off-wafer memory (counted at the spec's off-wafer bandwidth) instead of failing."""
+    fit stream from off-wafer memory (counted at the spec's off-wafer bandwidth) instead of failing; reserve: the
+    fraction of every tile's SRAM that weights leave free for KV pages and scratch (default 0, or 0.25 when
+    spilling, since spilled weights would otherwise take every byte)."""
 
     def __init__(
         self,
@@ -42,10 +44,13 @@ class WaferDevice:
         spec: str | WaferSpec = "mini-32x32",
         analytic: bool = False,
         spill: bool = False,
+        reserve: float | None = None,
     ) -> None:
         self.spec = get_spec(spec)
         if spill:
             self.spec = self.spec.with_spill()
+        self.reserve = (0.25 if spill else 0.0) if reserve is None else reserve
+        assert 0.0 <= self.reserve < 1.0, f"reserve is a fraction of a tile's SRAM, got {self.reserve}"
         self.name = "wafer"
         self.dtype = dtype
         self.analytic = analytic
@@ -61,7 +66,8 @@ class WaferDevice:
     # -- placement ---------------------------------------------------------------------------------------------------
     def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
         spill_ok = self.spec.off_wafer_capacity_bytes > self.grid.spilled_bytes
-        alloc = place(self.grid, name, weight, role, dtype=self.dtype, spill_ok=spill_ok)
+        limit = int(self.spec.sram_bytes_per_tile * (1 - self.reserve))
+        alloc = place(self.grid, name, weight, role, dtype=self.dtype, spill_ok=spill_ok, limit=limit)
         if alloc is None:
             elem = ops.elem_size(self.dtype)
             self._overflow.append((name, padded_bytes(role, tuple(weight.shape), self.spec.rows, self.spec.cols, elem)))

@@ -193,7 +193,14 @@ def layout_for(role: str, shape: tuple[int, ...], rows: int, cols: int) -> Matri
 
 
 def place(
-    grid: SramGrid, name: str, tensor: Tensor, role: str, *, dtype: torch.dtype, spill_ok: bool
+    grid: SramGrid,
+    name: str,
+    tensor: Tensor,
+    role: str,
+    *,
+    dtype: torch.dtype,
+    spill_ok: bool,
+    limit: int | None = None,
 ) -> Allocation | None:
     """Allocate `tensor` on `grid` in its role's layout and copy its bytes in (on meta: shapes only).
 
@@ -206,7 +213,16 @@ def place(
         shape, origin = (layout.vr, 1), (0, root(grid.spec.cols))  # on the root column, where reductions end
     payload = tensor.numel() * torch.empty((), dtype=dtype).element_size()
     alloc = grid.allocate(
-        name, "weight", shape, layout.tile_shape, dtype, payload, layout=layout, origin=origin, spill_ok=spill_ok
+        name,
+        "weight",
+        shape,
+        layout.tile_shape,
+        dtype,
+        payload,
+        layout=layout,
+        origin=origin,
+        spill_ok=spill_ok,
+        limit=limit,
     )
     if alloc is None:
         return None

@@ -113,13 +113,16 @@ class SramGrid:
         layout: SlabLayout | None = None,
         origin: tuple[int, int] | None = None,
         spill_ok: bool = False,
+        limit: int | None = None,
     ) -> Allocation | None:
         """Reserve `tile_shape` of `dtype` in each tile of some rows x cols rectangle (shape), at one offset.
 
         Picks, among candidate origins, the one with the lowest free offset (so rectangles spread over the wafer),
         or uses `origin` when the caller pins it. Returns None when no origin has room; with `spill_ok` the
-        allocation goes to off-wafer memory instead.
+        allocation goes to off-wafer memory instead. `limit` caps how high in a tile's SRAM this allocation may
+        reach (default: the capacity), so that weights can leave room for KV pages and scratch.
         """
+        top = self.capacity if limit is None else min(limit, self.capacity)
         rows, cols = shape
         assert 0 < rows <= self.spec.rows and 0 < cols <= self.spec.cols, f"{name}: {rows}x{cols} tiles off the grid"
         elem = torch.empty((), dtype=dtype).element_size()
@@ -129,7 +132,7 @@ class SramGrid:
         candidates = [Rect(*origin, rows, cols)] if origin else self._candidate_rects(rows, cols)
         for rect in candidates:
             offset = self._first_fit(rect, per_tile)
-            if offset + per_tile <= self.capacity and (best is None or offset < best[0]):
+            if offset + per_tile <= top and (best is None or offset < best[0]):
                 best = (offset, rect)
         if best is None:
             if not spill_ok:
