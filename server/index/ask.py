@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waferline.server.index.discovery import file_language
-from waferline.server.index.hover import FENCE_LANGUAGES, location_link, rank_call_sites, rank_definitions
+from waferline.server.index.hover import FENCE_LANGUAGES, definition_key, location_link, rank_call_sites
 from waferline.server.index.symbols import Definition
 from waferline.server.index.tags import Range
-from waferline.server.index.text import identifiers
+from waferline.server.index.text import STOP_WORDS, identifiers
 from waferline.server.index.workspace import WorkspaceIndex
 
 MAX_NAMES = 3  # identifiers of the question looked up by name
 USAGES_PER_NAME = 2
+AMBIGUOUS_WORD = 3
 SNIPPET_LINES = 12
 
 
@@ -38,15 +39,15 @@ def _definition_text(d: Definition) -> str:
     return f"{d.signature or d.name}\n{d.docstring}".strip()
 
 
-def _named_identifiers(question: str) -> list[str]:
-    """Words of the question that look like code come first: `quoted`, snake_case, camelCase, then the rest."""
+def _named_identifiers(question: str) -> list[tuple[str, bool]]:
+    """(word, looks like code) for the words of the question, `quoted`, snake_case and camelCase words first."""
     quoted = {w for part in question.split("`")[1::2] for w in identifiers(part)}
-    words = identifiers(question)
 
-    def code_like(w: str) -> int:
+    def rank(w: str) -> int:
         return 0 if w in quoted else 1 if ("_" in w or any(c.isupper() for c in w[1:])) else 2
 
-    return sorted(words, key=code_like)
+    words = [w for w in identifiers(question) if w.lower() not in STOP_WORDS]
+    return [(w, rank(w) < 2) for w in sorted(words, key=rank)]
 
 
 def gather_evidence(
@@ -63,17 +64,18 @@ def gather_evidence(
             out.append(e)
 
     named = 0
-    for word in _named_identifiers(question):
+    for word, code_like in _named_identifiers(question):
         if named >= MAX_NAMES or len(out) >= k:
             break
-        definitions = rank_definitions(index.definitions(word), here)
-        if not definitions:
+        definitions, count = index.definitions_ranked(word, definition_key(here), 1)
+        # A plain word ("open", "run") that names many things says little about which one the question means.
+        if not definitions or (count >= AMBIGUOUS_WORD and not code_like):
             continue
         named += 1
         best = definitions[0]
         title = f"{best.kind} {best.qualified_name}"
         add(Evidence("definition", best.path, best.range, title, _definition_text(best), best.language, 1e9 - named))
-        for ref in rank_call_sites(index.references(word, 500), best, here)[:USAGES_PER_NAME]:
+        for ref in rank_call_sites(index.references(word, 400, calls_first=True), best, here)[:USAGES_PER_NAME]:
             lines = index.source_lines(ref.path, ref.range[0][0], ref.range[0][0])
             where = f" in {ref.enclosing}" if ref.enclosing else ""
             text = lines[0].strip() if lines else ""

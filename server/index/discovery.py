@@ -87,6 +87,15 @@ def discover(root: Path, options: DiscoveryOptions | None = None) -> Discovery:
     return result
 
 
+def is_test_path(path: Path | str) -> bool:
+    """Whether a file is test code (tests/ folders, test_*.py, *_test.go, *.test.ts, *.spec.js): it ranks lower."""
+    parts = [p.lower() for p in Path(path).parts]
+    name = parts[-1] if parts else ""
+    stem = name.split(".")[0]
+    in_test_folder = any(p in ("test", "tests", "testing", "__tests__", "spec") for p in parts[:-1])
+    return in_test_folder or stem.startswith("test_") or stem.endswith("_test") or ".test." in name or ".spec." in name
+
+
 def resolve_inside(root: Path, rel_path: str) -> Path | None:
     """The real path of `root/rel_path` (symlinks followed), or None when it lies outside the resolved `root`."""
     real = Path(os.path.realpath(root / rel_path))

@@ -10,15 +10,19 @@ docstring is the server's to add (pass it as `generated_summary` and it is marke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from waferline.server.index.discovery import is_test_path
 from waferline.server.index.symbols import Definition, Reference
+from waferline.server.index.tags import Point
 from waferline.server.index.workspace import WorkspaceIndex
 
 KIND_ORDER = ("class", "struct", "interface", "enum", "type", "function", "method", "macro", "module")
 REFERENCE_KIND_ORDER = ("call", "class", "type", "import")
-REFERENCES_CONSIDERED = 2000
+REFERENCES_CONSIDERED = 400  # uses ranked for the call sites (fetched calls first, non-test first)
+MAX_OTHER_DEFINITIONS = 3
 MAX_DOC_LINES = 15
 MAX_LINE_CHARS = 120
 FENCE_LANGUAGES = {"typescriptreact": "tsx", "javascriptreact": "jsx"}
@@ -34,7 +38,8 @@ class CallSite:
 class SymbolInfo:
     name: str
     definition: Definition | None  # the most relevant definition, None when the name is only used
-    other_definitions: list[Definition] = field(default_factory=list)
+    other_definitions: list[Definition] = field(default_factory=list)  # the next best few
+    other_definition_count: int = 0  # all of them
     usage_count: int = 0  # uses of the name anywhere in the folder (matched by name, not resolved by type)
     usage_files: int = 0
     call_sites: list[CallSite] = field(default_factory=list)
@@ -43,14 +48,6 @@ class SymbolInfo:
     def needs_summary(self) -> bool:
         """True when a generated one-line summary would help: there is a definition and it has no docstring."""
         return self.definition is not None and not self.definition.docstring
-
-
-def is_test_path(path: Path) -> bool:
-    parts = [p.lower() for p in path.parts]
-    name = parts[-1] if parts else ""
-    stem = name.split(".")[0]
-    in_test_folder = any(p in ("test", "tests", "testing", "__tests__", "spec") for p in parts[:-1])
-    return in_test_folder or stem.startswith("test_") or stem.endswith("_test") or ".test." in name or ".spec." in name
 
 
 def _closeness(a: Path, b: Path) -> int:
@@ -63,16 +60,31 @@ def _closeness(a: Path, b: Path) -> int:
     return shared
 
 
+def _path_rank(paths: set[Path], at_path: Path | None, home: set[Path]) -> dict[Path, tuple]:
+    """Per distinct file (a name's thousands of uses sit in far fewer files): in `home` last, tests last, near first."""
+    return {
+        p: (p in home, is_test_path(p), -_closeness(p, at_path) if at_path is not None else 0, str(p)) for p in paths
+    }
+
+
+def definition_key(at_path: Path | None) -> Callable[[Path, str, Point], tuple]:
+    """Sort key for definitions, best first for someone reading `at_path`: its own, then non-test, near, types and
+    functions before variables."""
+    files: dict[Path, tuple] = {}
+    kinds = {kind: i for i, kind in enumerate(KIND_ORDER)}
+
+    def key(path: Path, kind: str, start: Point) -> tuple:
+        if path not in files:
+            files.update(_path_rank({path}, at_path, set()))
+        _, test, near, shown = files[path]
+        return (path != at_path, test, near, kinds.get(kind, len(kinds)), shown, start)
+
+    return key
+
+
 def rank_definitions(definitions: list[Definition], at_path: Path | None) -> list[Definition]:
-    """Definitions best first for someone reading `at_path`."""
-
-    def key(d: Definition) -> tuple:
-        here = 0 if at_path is not None and d.path == at_path else 1
-        near = -_closeness(d.path, at_path) if at_path is not None else 0
-        kind = KIND_ORDER.index(d.kind) if d.kind in KIND_ORDER else len(KIND_ORDER)
-        return (here, is_test_path(d.path), near, kind, str(d.path), d.range)
-
-    return sorted(definitions, key=key)
+    key = definition_key(at_path)
+    return sorted(definitions, key=lambda d: key(d.path, d.kind, d.range[0]))
 
 
 def rank_call_sites(
@@ -81,11 +93,12 @@ def rank_call_sites(
     """Uses best first: other files than the definition's and the reader's, calls first, non-test, near, one per
     file before any file gets a second."""
     home = {p for p in (definition.path if definition else None, at_path) if p is not None}
+    files = _path_rank({r.path for r in references}, at_path, home)
+    kinds = {kind: i for i, kind in enumerate(REFERENCE_KIND_ORDER)}
 
     def key(r: Reference) -> tuple:
-        kind = REFERENCE_KIND_ORDER.index(r.kind) if r.kind in REFERENCE_KIND_ORDER else len(REFERENCE_KIND_ORDER)
-        near = -_closeness(r.path, at_path) if at_path is not None else 0
-        return (r.path in home, kind, is_test_path(r.path), near, str(r.path), r.range)
+        in_home, test, near, path = files[r.path]
+        return (in_home, kinds.get(r.kind, len(kinds)), test, near, path, r.range)
 
     ordered = sorted(references, key=key)
     seen: set[Path] = set()
@@ -102,16 +115,17 @@ def describe_symbol(
 ) -> SymbolInfo | None:
     """What the index knows about `name` as seen from `at_path`; None when it knows nothing."""
     here = Path(at_path).resolve() if at_path is not None else None
-    definitions = rank_definitions(index.definitions(name), here)
+    definitions, count = index.definitions_ranked(name, definition_key(here), 1 + MAX_OTHER_DEFINITIONS)
     uses, files = index.reference_count(name)
     if not definitions and uses == 0:
         return None
     best = definitions[0] if definitions else None
     sites = []
-    for ref in rank_call_sites(index.references(name, REFERENCES_CONSIDERED), best, here)[:max_sites]:
+    references = index.references(name, REFERENCES_CONSIDERED, calls_first=True)
+    for ref in rank_call_sites(references, best, here)[:max_sites]:
         lines = index.source_lines(ref.path, ref.range[0][0], ref.range[0][0])
         sites.append(CallSite(ref, lines[0].strip()[:MAX_LINE_CHARS] if lines else ""))
-    return SymbolInfo(name, best, definitions[1:], uses, files, sites)
+    return SymbolInfo(name, best, definitions[1:], max(count - 1, 0), uses, files, sites)
 
 
 def location_link(path: Path, line: int, workspace_root: Path) -> str:
@@ -156,8 +170,9 @@ def render_hover_markdown(info: SymbolInfo, workspace_root: Path, generated_summ
         owner = f" in {inline_code(d.container)}" if d.container else ""
         parts.append(f"{d.kind} {inline_code(d.name)}{owner}, defined at {location_link(d.path, d.range[0][0], root)}")
         if info.other_definitions:
-            others = ", ".join(location_link(o.path, o.range[0][0], root) for o in info.other_definitions[:3])
-            more = f" and {len(info.other_definitions) - 3} more" if len(info.other_definitions) > 3 else ""
+            others = ", ".join(location_link(o.path, o.range[0][0], root) for o in info.other_definitions)
+            hidden = info.other_definition_count - len(info.other_definitions)
+            more = f" and {hidden} more" if hidden > 0 else ""
             parts.append(f"Also defined at {others}{more}")
     if info.usage_count == 0:
         parts.append(f"No uses of {inline_code(info.name)} found in the workspace.")

@@ -84,15 +84,22 @@ def extractor_fingerprint() -> str:
 
 
 class IndexStore:
-    """Thread-safe access to the database (the server reads while a background build writes)."""
+    """Thread-safe access to the database (the server reads while a background build writes).
+
+    Two connections to one file: writes go through one, lookups through the other, and in WAL mode a lookup reads
+    the last committed state without waiting for a write in progress, so a hover stays fast during a cold build.
+    (An in-memory database has one connection, and one lock serialises everything.)
+    """
 
     def __init__(self, db_path: Path | None, root: Path) -> None:
         self.db_path = db_path
         self.root = str(root)
         self.discarded: str | None = None  # why an existing cache file was not trusted, when one was not
         self.needs_rebuild = False
-        self._lock = threading.RLock()
+        self._write_lock = threading.RLock()
+        self._read_lock = self._write_lock if db_path is None else threading.RLock()
         self._conn = self._open()
+        self._reader = self._conn if db_path is None else self._connect()
 
     # ---- opening, checking, recovering -------------------------------------------------------------------------
 
@@ -151,35 +158,39 @@ class IndexStore:
 
     def _recover(self, error: sqlite3.DatabaseError) -> None:
         """A read or write failed: start from an empty database and ask the owner to rebuild."""
-        log.warning("index cache %s failed (%s); starting again", self.db_path, error)
-        self.discarded = f"failed while in use ({error})"
-        self.needs_rebuild = True
-        self._conn.close()
-        self._delete_files()
-        self._conn = self._open()
+        with self._write_lock, self._read_lock:  # always in this order
+            log.warning("index cache %s failed (%s); starting again", self.db_path, error)
+            self.discarded = f"failed while in use ({error})"
+            self.needs_rebuild = True
+            self._reader.close()
+            self._conn.close()
+            self._delete_files()
+            self._conn = self._open()
+            self._reader = self._conn if self.db_path is None else self._connect()
 
     @contextmanager
-    def _guarded(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                yield self._conn
-            except sqlite3.DatabaseError as e:
-                self._recover(e)
+    def _guarded(self, write: bool) -> Iterator[sqlite3.Connection]:
+        try:
+            with self._write_lock if write else self._read_lock:
+                yield self._conn if write else self._reader
+        except sqlite3.DatabaseError as e:  # the lock is released by now: _recover takes both in a fixed order
+            self._recover(e)
 
     def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
-        with self._guarded() as conn:
+        with self._guarded(write=False) as conn:
             return conn.execute(sql, tuple(params)).fetchall()
         return []  # reached only when _guarded recovered from an error
 
     def close(self) -> None:
-        with self._lock:
+        with self._write_lock, self._read_lock:
+            self._reader.close()
             self._conn.close()
 
     # ---- writing ------------------------------------------------------------------------------------------------
 
     def write(self, records: list[FileRecord], removed: Iterable[str] = ()) -> None:
         """Replace the rows of each record's file and delete the `removed` files, in one transaction."""
-        with self._guarded() as conn:
+        with self._guarded(write=True) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for path in removed:
@@ -269,11 +280,24 @@ class IndexStore:
         sql = f"SELECT {DEF_COLUMNS} FROM defs d JOIN files f ON f.id = d.file_id WHERE f.path = ? ORDER BY d.sl, d.sc"
         return self._rows(sql, (path,))
 
-    def references(self, name: str, limit: int) -> list[tuple]:
-        """(path, kind, sl, sc, el, ec, enclosing name, enclosing container) for each use of `name`."""
-        sql = """SELECT f.path, r.kind, r.sl, r.sc, r.el, r.ec, e.name, e.container FROM refs r
-                 JOIN files f ON f.id = r.file_id LEFT JOIN defs e ON e.id = r.enclosing
-                 WHERE r.name = ? ORDER BY f.path, r.sl, r.sc LIMIT ?"""
+    def definitions_by_id(self, ids: list[int]) -> list[tuple]:
+        marks = ",".join("?" * len(ids))
+        sql = f"SELECT {DEF_COLUMNS} FROM defs d JOIN files f ON f.id = d.file_id WHERE d.id IN ({marks})"
+        return self._rows(sql, ids) if ids else []
+
+    def definition_sketches(self, name: str) -> list[tuple]:
+        """(id, path, kind, sl, sc) of each definition of `name`: enough to rank thousands cheaply."""
+        sql = "SELECT d.id, f.path, d.kind, d.sl, d.sc FROM defs d JOIN files f ON f.id = d.file_id WHERE d.name = ?"
+        return self._rows(sql, (name,))
+
+    def references(self, name: str, limit: int, calls_first: bool = False) -> list[tuple]:
+        """(path, kind, sl, sc, el, ec, enclosing name, enclosing container) for each use of `name`, by position;
+        with `calls_first`, calls before other uses and paths without "test" first, so that a small `limit` keeps
+        the uses most worth showing."""
+        order = "r.kind != 'call', instr(f.path, 'test') > 0, " if calls_first else ""
+        sql = f"""SELECT f.path, r.kind, r.sl, r.sc, r.el, r.ec, e.name, e.container FROM refs r
+                  JOIN files f ON f.id = r.file_id LEFT JOIN defs e ON e.id = r.enclosing
+                  WHERE r.name = ? ORDER BY {order}f.path, r.sl, r.sc LIMIT ?"""
         return self._rows(sql, (name, limit))
 
     def reference_count(self, name: str) -> tuple[int, int]:

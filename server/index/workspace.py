@@ -18,20 +18,31 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
 from waferline.server.index.builder import content_hash, default_workers, extract_all, make_record
-from waferline.server.index.discovery import DEFAULT_EXCLUDES, DiscoveryOptions, discover, file_language, read_source
+from waferline.server.index.discovery import (
+    DEFAULT_EXCLUDES,
+    DiscoveryOptions,
+    discover,
+    file_language,
+    is_test_path,
+    read_source,
+)
 from waferline.server.index.store import FileRecord, IndexStore
 from waferline.server.index.symbols import Definition, Hit, Reference
-from waferline.server.index.text import match_expression
+from waferline.server.index.tags import Point
+from waferline.server.index.text import identifier_terms, match_expression, query_terms
 
 log = logging.getLogger(__name__)
 
 DB_NAME = "index.sqlite3"
 WRITE_BATCH_FILES = 64
 AMBIGUOUS_NAME = 3  # a name with this many definitions elsewhere tells a completion prompt nothing reliable
+SEARCH_CANDIDATES = 100  # BM25's best, re-ranked by name_bonus and TEST_WEIGHT
+TEST_WEIGHT = 0.5
 PROMPT_KINDS_FIRST = ("class", "struct", "interface", "enum", "type", "function", "method")
 
 
@@ -45,6 +56,18 @@ def cache_path(cache_dir: Path, root: Path) -> Path:
     """Where the index of `root` lives: a folder named by a hash of the folder's resolved path."""
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
     return cache_dir / key / DB_NAME
+
+
+def name_bonus(name: str, query_terms: set[str]) -> float:
+    """1 when the query names the identifier exactly (`urlparse`, `add_argument`), up to 0.5 for the share of its
+    words the query uses ("copy a directory tree" and `copy_tree`), else 0."""
+    if not name:
+        return 0.0
+    parts = identifier_terms(name)
+    if parts[-1] in query_terms:  # the whole identifier (its parts joined)
+        return 1.0
+    words = parts[:-1] if len(parts) > 1 else parts
+    return 0.5 * sum(w in query_terms for w in words) / len(words) if words else 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +104,13 @@ class WorkspaceIndex:
         self._exclude = pathspec.GitIgnoreSpec.from_lines([*DEFAULT_EXCLUDES, *self.options.exclude])
         self._overlay: dict[str, str] = {}  # relative path -> text of a file open in the editor
         self._build_lock = threading.Lock()
+        self._paths: dict[str, Path] = {}  # relative -> absolute, made once per file rather than once per row
+
+    def _absolute(self, rel: str) -> Path:
+        path = self._paths.get(rel)
+        if path is None:
+            path = self._paths[rel] = self.root / rel
+        return path
 
     def close(self) -> None:
         self.store.close()
@@ -98,8 +128,9 @@ class WorkspaceIndex:
         cancelled build keeps what it has written (the next build continues from there).
         """
         with self._build_lock:
+            self.store.needs_rebuild = False  # an empty store after a failure is rebuilt by this very build
             report = self._build_once(progress, should_cancel)
-            if self.store.needs_rebuild and not report.cancelled:  # the cache broke under us: once more, from scratch
+            if self.store.needs_rebuild and not report.cancelled:  # the cache broke during it: once more
                 self.store.needs_rebuild = False
                 report = self._build_once(progress, should_cancel)
             self.ready = self.ready or not report.cancelled
@@ -217,7 +248,7 @@ class WorkspaceIndex:
     def _definition(self, row: tuple) -> Definition:
         _, path, language, name, kind, container, sl, sc, el, ec, nsl, nsc, nel, nec, signature, doc = row
         return Definition(
-            name, kind, self.root / path, ((sl, sc), (el, ec)), ((nsl, nsc), (nel, nec)), signature, doc, container,
+            name, kind, self._absolute(path), ((sl, sc), (el, ec)), ((nsl, nsc), (nel, nec)), signature, doc, container,
             language,
         )  # fmt: skip
 
@@ -229,12 +260,25 @@ class WorkspaceIndex:
         rel = self.relative(path)
         return [] if rel is None else [self._definition(row) for row in self.store.definitions_in_file(rel)]
 
-    def references(self, name: str, limit: int = 1000) -> list[Reference]:
-        """Uses of `name` (calls, inheritance, types, imports), ordered by path and position, at most `limit`."""
+    def definitions_ranked(
+        self, name: str, key: Callable[[Path, str, Point], Any], n: int
+    ) -> tuple[list[Definition], int]:
+        """The n best definitions of `name` by `key(path, kind, start)` (lowest first), and how many there are.
+
+        For hover: a name like `__init__` has thousands of definitions, and building them all would cost more than
+        the whole hover may take."""
+        sketches = self.store.definition_sketches(name)
+        best = sorted(sketches, key=lambda s: key(self._absolute(s[1]), s[2], (s[3], s[4])))[:n]
+        rows = {row[0]: row for row in self.store.definitions_by_id([s[0] for s in best])}
+        return [self._definition(rows[s[0]]) for s in best if s[0] in rows], len(sketches)
+
+    def references(self, name: str, limit: int = 1000, calls_first: bool = False) -> list[Reference]:
+        """Uses of `name` (calls, inheritance, types, imports), ordered by path and position, at most `limit`
+        (with `calls_first`: calls, then non-test paths, first)."""
         out = []
-        for path, kind, sl, sc, el, ec, enc_name, enc_container in self.store.references(name, limit):
+        for path, kind, sl, sc, el, ec, enc_name, enc_container in self.store.references(name, limit, calls_first):
             enclosing = None if enc_name is None else (f"{enc_container}.{enc_name}" if enc_container else enc_name)
-            out.append(Reference(name, kind, self.root / path, ((sl, sc), (el, ec)), enclosing))
+            out.append(Reference(name, kind, self._absolute(path), ((sl, sc), (el, ec)), enclosing))
         return out
 
     def reference_count(self, name: str) -> tuple[int, int]:
@@ -243,19 +287,26 @@ class WorkspaceIndex:
         return int(uses), int(files)
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
-        """The k best matches for a question or identifier: BM25 (SQLite FTS5) over names, paths, signatures,
-        docstrings and code, with names weighted most."""
+        """The k best matches for a question or identifier.
+
+        BM25 (SQLite FTS5) over names, paths, signatures, docstrings and code picks SEARCH_CANDIDATES; then a hit
+        whose name the query spells out gains (FTS5's BM25 saturates term counts over a whole row, so a body that
+        repeats a word can outscore the definition named by it), and test code counts half.
+        """
         match = match_expression(query)
         if match is None or k <= 0:
             return []
+        terms = set(query_terms(query))
         hits = []
-        for path, kind, sl, el, name, container, sc, ec, signature, doc, body, score in self.store.search(match, k):
-            is_definition = name is not None
-            span = ((sl, sc), (el, ec)) if is_definition else ((sl, 0), (el + 1, 0))
-            hits.append(
-                Hit(self.root / path, span, kind, name or "", container or "", signature or "", doc or "", body, score)
-            )
-        return hits
+        for row in self.store.search(match, max(SEARCH_CANDIDATES, 4 * k)):
+            path, kind, sl, el, name, container, sc, ec, signature, doc, body, bm25 = row
+            span = ((sl, sc), (el, ec)) if name is not None else ((sl, 0), (el + 1, 0))
+            absolute = self._absolute(path)
+            score = bm25 * (1 + name_bonus(name or "", terms)) * (TEST_WEIGHT if is_test_path(absolute) else 1)
+            hit = Hit(absolute, span, kind, name or "", container or "", signature or "", doc or "", body, score)
+            hits.append(hit)
+        hits.sort(key=lambda h: -h.score)
+        return hits[:k]
 
     def definitions_for_names(
         self, names: Iterable[str], exclude_path: Path | str | None, limit: int = 8

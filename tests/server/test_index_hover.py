@@ -124,3 +124,19 @@ def test_evidence_rendering(indexed: tuple[WorkspaceIndex, Path]) -> None:
     prompt = evidence_prompt(evidence, root)
     assert prompt.startswith("[1] function apply_tax (shop/pricing.py:20)\ndef apply_tax(amount: float) -> float")
     assert render_evidence_markdown([], root) == "The index has nothing that matches this question."
+
+
+def test_plain_words_that_name_many_things_are_not_taken_as_the_subject(
+    indexed: tuple[WorkspaceIndex, Path],
+) -> None:
+    index, root = indexed
+    for i in range(3):  # three definitions named `total`: too ambiguous for a plain word, fine when quoted
+        index.update_file(root / "shop" / f"extra_{i}.py", "def total():\n    pass\n")
+    try:
+        plain = gather_evidence(index, "what is the total", k=4)
+        assert not [e for e in plain if e.kind == "definition"]
+        quoted = gather_evidence(index, "what is the `total`", k=4)
+        assert quoted[0].kind == "definition" and quoted[0].title.endswith("total")
+    finally:
+        for i in range(3):
+            index.remove_file(root / "shop" / f"extra_{i}.py")

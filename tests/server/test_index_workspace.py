@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from waferline.server.index.store import FORMAT_VERSION
-from waferline.server.index.workspace import IndexOptions, WorkspaceIndex, cache_path, default_cache_dir
+from waferline.server.index.workspace import IndexOptions, WorkspaceIndex, cache_path, default_cache_dir, name_bonus
 
 FIXTURE = Path(__file__).parent / "fixtures" / "repos" / "polyglot"
 OPTIONS = IndexOptions(use_git=False, workers=0)
@@ -240,3 +241,50 @@ def test_definitions_for_names(repo: Path, cache: Path) -> None:
     # Names defined in the file being edited are left out; the limit is honoured.
     assert index.definitions_for_names(["apply_tax"], repo / "shop" / "pricing.py") == []
     assert len(index.definitions_for_names(["round_cents", "Basket", "apply_tax"], checkout, limit=2)) == 2
+
+
+class BrokenConnection:
+    """Stands in for a connection whose file went bad while the server was running."""
+
+    def execute(self, *args: object) -> None:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    def close(self) -> None:
+        pass
+
+
+def test_failure_while_in_use_starts_again(repo: Path, cache: Path) -> None:
+    index = open_index(repo, cache)
+    index.build()
+    index.store._reader = BrokenConnection()  # type: ignore[assignment]
+    assert index.definitions("apply_tax") == []  # answered (empty), not raised
+    assert index.store.needs_rebuild and "malformed" in (index.store.discarded or "")
+    report = index.build()
+    assert report.parsed == 13 and not index.store.needs_rebuild
+    assert [d.name for d in index.definitions("apply_tax")] == ["apply_tax"]
+
+
+def test_lookups_while_a_build_writes(repo: Path, cache: Path) -> None:
+    """The server asks while the background build writes: lookups answer (from the last commit) and never fail."""
+    for i in range(60):  # enough files for several write batches
+        (repo / "shop" / f"gen_{i}.py").write_text(f"def generated_{i}(x):\n    return apply_tax(x)\n")
+    index = open_index(repo, cache)
+    done = threading.Event()
+    seen: list[int] = []
+    worker = threading.Thread(target=lambda: (index.build(), done.set()))
+    worker.start()
+    while not done.is_set():
+        seen.append(len(index.references("apply_tax")))
+    worker.join()
+    assert seen == sorted(seen), "a lookup never sees the index go backwards"
+    assert len(index.references("apply_tax")) == 5 + 60
+
+
+def test_name_bonus() -> None:
+    from waferline.server.index.text import query_terms
+
+    assert name_bonus("urlparse", set(query_terms("urlparse"))) == 1.0
+    assert name_bonus("add_argument", set(query_terms("where is add_argument"))) == 1.0
+    assert name_bonus("copy_tree", set(query_terms("copy a directory tree"))) == 0.5
+    assert name_bonus("copy_file", set(query_terms("copy a directory tree"))) == 0.25
+    assert name_bonus("", {"x"}) == 0.0 and name_bonus("open", {"close"}) == 0.0
