@@ -44,12 +44,17 @@ class KVRef:
     max_tokens: int
     length: int = 0
     payload: Any = field(repr=False, default=None)
+    dtype: torch.dtype = torch.float32  # the element type of the stored keys and values
 
     @property
     def bytes_per_token(self) -> int:
-        """Bytes one position costs across all layers, keys and values (the payload's element size)."""
-        elem = getattr(self.payload, "element_size", 4)
-        return 2 * self.layers * self.kv_heads * self.head_dim * int(elem)
+        """Bytes one position costs across all layers, keys and values."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the whole preallocated cache holds (every position, used or not)."""
+        return self.bytes_per_token * self.max_tokens
 
 
 @runtime_checkable

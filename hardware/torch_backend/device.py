@@ -1,46 +1,95 @@
-"""Device ops as plain torch calls on cpu or cuda.
+"""Device ops as plain torch calls on cpu or cuda: the reference implementation of the seam and the fast path.
 
-Layout choices (see ../shared/MACHINE-NOTES.md): linear weights are stored pre-transposed, (in, out), because
-`x @ W_t` beats `F.linear(x, W)` several times over for wide outputs on these CPUs; the KV cache is stored
-(kv_heads, max_tokens, head_dim) per layer so that the live prefix is a view that scaled_dot_product_attention
-takes without a copy.
+Layout choices (measured; see docs/benchmarks.md and ../shared/MACHINE-NOTES.md):
+- float32 linear weights are stored pre-transposed, (in, out), because `x @ W_t` beats `F.linear(x, W)` several
+  times over for wide outputs on these CPUs; 16-bit weights stay (out, in), which their matrix-vector kernels prefer.
+- `weights="int8"`: weight-only int8 with one scale per output row, multiplied by `_weight_int8pack_mm` with
+  bfloat16 activations: a quarter of float32's bytes per token, which is what decoding a small model costs.
+- The KV cache is (layers, 2, kv_heads, max_tokens, head_dim) so that a layer's live prefix is a view that
+  scaled_dot_product_attention takes without a copy.
+- One-token attention folds the query heads that share a KV head into query rows: one call, no mask.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from waferline.hardware.device import KVRef, WeightRef
+from waferline.hardware.torch_backend import kernels
+from waferline.hardware.torch_backend.kernels import Int8Linear
+
+WEIGHT_FORMATS = ("float", "int8")
+
+
+@dataclass(eq=False)
+class KVCache:
+    """One session's cache: `data` (layers, 2 = key/value, kv_heads, max_tokens, head_dim), allocated once.
+
+    `keys[i]` and `values[i]` are views (kv_heads, max_tokens, head_dim) of layer i, made once here because
+    indexing costs microseconds per call and a decode step would repeat it for every layer.
+    """
+
+    data: Tensor
+    keys: list[Tensor]
+    values: list[Tensor]
+
+    @classmethod
+    def allocate(
+        cls, layers: int, kv_heads: int, head_dim: int, max_tokens: int, device: torch.device, dtype: torch.dtype
+    ) -> KVCache:
+        data = torch.zeros(layers, 2, kv_heads, max_tokens, head_dim, device=device, dtype=dtype)
+        return cls(data=data, keys=[data[i, 0] for i in range(layers)], values=[data[i, 1] for i in range(layers)])
 
 
 class TorchDevice:
-    def __init__(self, *, device: str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, *, device: str = "cpu", dtype: torch.dtype = torch.float32, weights: str = "float") -> None:
+        if weights not in WEIGHT_FORMATS:
+            raise ValueError(f"unknown weight format {weights!r}; choose {' or '.join(WEIGHT_FORMATS)}")
+        if weights == "int8" and dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"int8 weights compute with bfloat16 or float16 activations, not {dtype}")
         self.name = device
         self.torch_device = torch.device(device)
         self.dtype = dtype
-        self._counts: dict[str, float] = {}
-        self.reset_counters()
+        self.weights = weights
+        # float32 (in, out) pre-transposed; 16-bit (out, in) as given
+        self._transposed = dtype == torch.float32
+        self._rope: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id(cos), id(sin)) -> (P, 1, D) tables
+        self._counts: dict[str, float] = {"weight_bytes": 0.0}
 
     # -- placement ---------------------------------------------------------------------------------------------------
     def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
-        w = weight.detach().to(device=self.torch_device, dtype=self.dtype)
+        w = weight.detach().to(device=self.torch_device)
+        payload: Tensor | Int8Linear
         if role == "linear":
             assert w.dim() == 2, f"{name}: a linear weight is (out, in), got {tuple(w.shape)}"
-            payload = w.t().contiguous()  # (in, out)
+            if self.weights == "int8":
+                payload = kernels.quantize_int8(w, self.dtype)
+            else:
+                w = w.to(self.dtype)
+                payload = w.t().contiguous() if self._transposed else w.contiguous()
+        elif role == "table":
+            payload = w.float().contiguous()  # rope tables stay float32; `rotary` derives its own per dtype
+        elif role == "norm":
+            payload = kernels.norm_weight(w.to(self.dtype))  # (2 * dim,), see kernels.rms_norm
         else:
-            payload = w.contiguous()
-        self._counts["weight_bytes"] += payload.numel() * payload.element_size()
+            payload = w.to(self.dtype).contiguous()
+        nbytes = payload.nbytes() if isinstance(payload, Int8Linear) else payload.numel() * payload.element_size()
+        self._counts["weight_bytes"] += nbytes
         return WeightRef(name=name, shape=tuple(weight.shape), dtype=self.dtype, payload=payload)
 
     # -- KV ----------------------------------------------------------------------------------------------------------
     def kv_open(self, layers: int, kv_heads: int, head_dim: int, max_tokens: int) -> KVRef:
-        # (layers, 2 = key/value, kv_heads, max_tokens, head_dim)
-        cache = torch.zeros(layers, 2, kv_heads, max_tokens, head_dim, device=self.torch_device, dtype=self.dtype)
-        return KVRef(layers=layers, kv_heads=kv_heads, head_dim=head_dim, max_tokens=max_tokens, payload=cache)
+        cache = KVCache.allocate(layers, kv_heads, head_dim, max_tokens, self.torch_device, self.dtype)
+        return KVRef(
+            layers=layers, kv_heads=kv_heads, head_dim=head_dim, max_tokens=max_tokens, dtype=self.dtype, payload=cache
+        )
 
     def kv_truncate(self, kv: KVRef, length: int) -> None:
+        assert kv.payload is not None, "this KV cache was closed"
         assert 0 <= length <= kv.length, f"truncate to {length} but the cache holds {kv.length}"
         kv.length = length  # positions past `length` are overwritten before they are read again
 
@@ -57,39 +106,37 @@ class TorchDevice:
         return F.embedding(tokens.to(self.torch_device), table.payload)  # (T, dim)
 
     def rms_norm(self, x: Tensor, weight: WeightRef, eps: float) -> Tensor:
-        return F.rms_norm(x, (x.shape[-1],), weight.payload, eps)
+        return kernels.rms_norm(x, weight.payload, eps)
 
     def linear(self, x: Tensor, weight: WeightRef, bias: WeightRef | None = None) -> Tensor:
-        if bias is None:
-            return x @ weight.payload  # (T, in) @ (in, out) -> (T, out)
-        return torch.addmm(bias.payload, x, weight.payload)
+        w = weight.payload
+        b = None if bias is None else bias.payload
+        if isinstance(w, Int8Linear):
+            return kernels.int8_linear(x, w, b)
+        if self._transposed:  # (T, in) @ (in, out) -> (T, out)
+            return x @ w if b is None else torch.addmm(b, x, w)
+        return F.linear(x, w, b)
 
     def rotary(self, x: Tensor, cos: WeightRef, sin: WeightRef, start: int) -> Tensor:
-        T = x.shape[0]
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]  # (T, H, D/2) each
-        c = cos.payload[start : start + T].unsqueeze(1)  # (T, 1, D/2)
-        s = sin.payload[start : start + T].unsqueeze(1)
-        return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+        key = (id(cos), id(sin))
+        tables = self._rope.get(key)
+        if tables is None:
+            tables = self._rope[key] = kernels.rope_tables(cos.payload, sin.payload, self.dtype)
+        end = start + x.shape[0]
+        return kernels.rotary(x, tables[0][start:end], tables[1][start:end])
 
     def attend(self, kv: KVRef, layer: int, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
-        T, H, D = q.shape
+        T = q.shape[0]
         end = start + T
+        assert kv.payload is not None, "this KV cache was closed"
         assert end <= kv.max_tokens, f"position {end} past the cache's {kv.max_tokens} tokens"
-        cache = kv.payload[layer]  # (2, kv_heads, max_tokens, D)
-        cache[0, :, start:end] = k.transpose(0, 1)
-        cache[1, :, start:end] = v.transpose(0, 1)
-        keys, values = cache[0, :, :end], cache[1, :, :end]  # (kv_heads, end, D)
-        qh = q.transpose(0, 1)  # (H, T, D)
-        mask = None
-        if T > 1:
-            # query i sits at position start + i and sees keys 0..start + i
-            rows = torch.arange(start, end, device=q.device).unsqueeze(1)
-            mask = torch.arange(end, device=q.device).unsqueeze(0) <= rows  # (T, end)
-        out = F.scaled_dot_product_attention(
-            qh.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), attn_mask=mask, enable_gqa=H != kv.kv_heads
-        )  # (1, H, T, D)
-        return out[0].transpose(0, 1).reshape(T, H * D)
+        keys, values = kv.payload.keys[layer], kv.payload.values[layer]  # (kv_heads, max_tokens, D) each
+        keys[:, start:end] = k.transpose(0, 1)
+        values[:, start:end] = v.transpose(0, 1)
+        keys, values = keys[:, :end], values[:, :end]  # the live prefix, views
+        if T == 1:
+            return kernels.attend_one(keys, values, q)
+        return kernels.attend_many(keys, values, q, start)
 
     def swiglu(self, gate: Tensor, up: Tensor) -> Tensor:
         return F.silu(gate) * up
@@ -102,4 +149,4 @@ class TorchDevice:
         return dict(self._counts)
 
     def reset_counters(self) -> None:
-        self._counts = {"weight_bytes": self._counts.get("weight_bytes", 0.0) if self._counts else 0.0}
+        self._counts = {"weight_bytes": self._counts["weight_bytes"]}  # placed bytes survive; they are not per-run

@@ -1,0 +1,266 @@
+"""`waferline bench`: prefill and decode speed of a model, against this machine's weight-streaming roofline and,
+with --compare-hf, against Hugging Face transformers' `generate()` on the same weights.
+
+Decoding one sequence reads every weight once per token, so its ceiling is (bytes/s the machine streams through a
+matrix-vector product) / (weight bytes read per token). The bench measures that bandwidth itself, with a large matrix
+of the same dtype pushed through the same backend call the decoder uses, so the ratio says how much of the step is
+lost to everything that is not streaming weights (op overhead, attention, norms, sampling).
+
+Timings are wall clock, repeated; the best and the median are reported. On the shared 2-core machines other work
+skews them: the JSON carries the load average seen at the start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+from waferline.engine.generate_cli import DTYPE_CHOICES
+
+STREAM_BYTES = 128 * 2**20  # bandwidth probe: larger than the last-level cache, so it measures memory
+STREAM_IN = 4096  # the probe matrix's input width
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="a preset name or a model directory (default: the shipped model)")
+    parser.add_argument("--backend", default="cpu", help="cpu, cuda or wafer (default: cpu)")
+    parser.add_argument(
+        "--dtype", default="float32", choices=DTYPE_CHOICES, help="int8 = int8 weights, bf16 activations"
+    )
+    parser.add_argument("--prompt-tokens", type=int, default=128, help="prompt length (default: 128)")
+    parser.add_argument("--new-tokens", type=int, default=128, help="tokens to decode per run (default: 128)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs; best and median are reported (default: 5)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--compare-hf", action="store_true", help="also time transformers generate() on the weights")
+    parser.add_argument(
+        "--hf-dtype", default=None, help="dtype for transformers (default: --dtype; float32 when --dtype is int8)"
+    )
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from waferline.engine.generate_cli import load
+
+    for flag in ("prompt_tokens", "new_tokens", "repeats"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    load_avg = os.getloadavg()[0]
+    log = _Log(quiet=False)
+    log(f"loading {args.model or 'the default model'} ({args.backend}, {args.dtype})")
+    t0 = time.perf_counter()
+    loaded = load(args.model, backend=args.backend, dtype=args.dtype)
+    load_s = time.perf_counter() - t0
+    margs = loaded.args
+    if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
+        raise ValueError(
+            f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
+            f"{margs.max_seq_len} tokens"
+        )
+    g = torch.Generator().manual_seed(1234)
+    prompt = torch.randint(0, margs.vocab_size, (args.prompt_tokens,), generator=g).tolist()
+
+    log(f"timing {args.repeats} runs of {args.prompt_tokens} prompt + {args.new_tokens} new tokens")
+    ours = time_engine(loaded.model, prompt, args.new_tokens, args.repeats)
+    log("measuring weight-streaming bandwidth")
+    stream = stream_bandwidth(args.dtype, "cuda" if args.backend == "cuda" else "cpu")
+    per_token = weight_bytes_per_token(margs, args.dtype)
+    report: dict[str, Any] = {
+        "model": loaded.name,
+        "params": margs.n_params,
+        "dtype": args.dtype,
+        "backend": args.backend,
+        "threads": torch.get_num_threads(),
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "repeats": args.repeats,
+        "prefill_tok_s": max(ours["prefill_tok_s"]),
+        "prefill_tok_s_median": statistics.median(ours["prefill_tok_s"]),
+        "decode_tok_s": max(ours["decode_tok_s"]),
+        "decode_tok_s_median": statistics.median(ours["decode_tok_s"]),
+        "ms_per_token": 1000.0 / max(ours["decode_tok_s"]),
+        "weight_bytes_per_token": per_token,
+        "stream_gb_s": stream["stream_gb_s"],
+        "read_gb_s": stream["read_gb_s"],
+        "roofline_tok_s": stream["stream_gb_s"] * 1e9 / per_token,
+        "load_s": load_s,
+        "load_avg_1m": load_avg,
+    }
+    report["roofline_fraction"] = report["decode_tok_s"] / report["roofline_tok_s"]
+    if args.compare_hf:
+        hf_dtype = args.hf_dtype or ("float32" if args.dtype == "int8" else args.dtype)
+        log(f"timing transformers generate() ({hf_dtype})")
+        hf = time_hf(loaded, prompt, args.new_tokens, args.repeats, hf_dtype)
+        report |= {
+            "hf_dtype": hf_dtype,
+            "hf_decode_tok_s": max(hf["decode_tok_s"]),
+            "hf_decode_tok_s_median": statistics.median(hf["decode_tok_s"]),
+            "hf_prefill_tok_s": max(hf["prefill_tok_s"]),
+            "speedup_vs_hf": report["decode_tok_s"] / max(hf["decode_tok_s"]),
+        }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_table(report)
+    return 0
+
+
+class _Log:
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def __call__(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def time_engine(model: Any, prompt: list[int], new_tokens: int, repeats: int) -> dict[str, list[float]]:
+    """Greedy generation from a fresh cache each run (no stop tokens, so exactly new_tokens), after one warm-up."""
+    from waferline.engine.generate import generate
+    from waferline.engine.kvcache import Session
+
+    session = Session(model, "bench", max_tokens=len(prompt) + new_tokens)
+    generate(session, prompt[:8], max_new_tokens=min(new_tokens, 16))  # warm-up: first calls allocate and tune
+    out: dict[str, list[float]] = {"prefill_tok_s": [], "decode_tok_s": []}
+    for _ in range(repeats):
+        session.reset()
+        r = generate(session, prompt, max_new_tokens=new_tokens)
+        assert r.prefilled_tokens == len(prompt) and r.new_tokens == new_tokens, r.stop_reason
+        out["prefill_tok_s"].append(r.prefill_tok_s)
+        out["decode_tok_s"].append(r.decode_tok_s if r.decode_steps else 0.0)
+    return out
+
+
+def weight_bytes_per_token(margs: Any, dtype: str) -> int:
+    """Weight bytes one decode step reads: every layer's matrices and norms, the final norm, the LM head, and one
+    embedding row. int8 counts one byte per weight plus a 2-byte scale per output row; biases stay 16-bit."""
+    d, h, inter = margs.dim, margs.head_dim, margs.intermediate_size
+    qkv_out = (margs.n_heads + 2 * margs.n_kv_heads) * h
+    matrices = [(qkv_out, d), (d, margs.n_heads * h), (2 * inter, d), (d, inter)]
+    elem = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}[dtype]
+    act = 2 if dtype == "int8" else elem
+    per_layer = sum(o * i * elem + (o * act if dtype == "int8" else 0) for o, i in matrices)
+    per_layer += 2 * d * act + (qkv_out * act if margs.qkv_bias else 0)
+    head = margs.vocab_size * d * elem + (margs.vocab_size * act if dtype == "int8" else 0)
+    return margs.n_layers * per_layer + d * act + head + d * act
+
+
+def stream_bandwidth(dtype: str, device: str) -> dict[str, float]:
+    """GB/s of a (1, 4096) x (4096, N) product over a 128 MiB weight, through the torch backend's `linear` for
+    this dtype (the call decode makes), best of 3; and of a plain sum over the same bytes (memory's read speed)."""
+    import torch
+
+    from waferline.hardware import open_device
+
+    weights = "int8" if dtype == "int8" else "float"
+    act = torch.bfloat16 if dtype == "int8" else getattr(torch, dtype)
+    dev = open_device(device, dtype=act, weights=weights)
+    elem = 1 if dtype == "int8" else act.itemsize
+    n_out = STREAM_BYTES // (STREAM_IN * elem)
+    w = dev.place("bandwidth-probe", torch.randn(n_out, STREAM_IN, dtype=torch.float32).to(act), role="linear")
+    x = torch.randn(1, STREAM_IN, dtype=act, device=device)
+    nbytes = n_out * STREAM_IN * elem
+    flat = torch.randn(nbytes // act.itemsize, dtype=torch.float32).to(act).to(device)
+
+    def best(fn: Any) -> float:
+        fn()
+        times = []
+        for _ in range(3):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        return nbytes / min(times) / 1e9
+
+    with torch.inference_mode():
+        return {"stream_gb_s": best(lambda: dev.linear(x, w)), "read_gb_s": best(lambda: flat.sum())}
+
+
+def time_hf(loaded: Any, prompt: list[int], new_tokens: int, repeats: int, dtype: str) -> dict[str, list[float]]:
+    """transformers generate(): greedy, KV cache, same weights and prompt. Decode speed is
+    (new_tokens - 1) / (time for new_tokens - time for 1 new token), so prefill is taken out as for ours."""
+    import torch
+
+    model = hf_model(loaded, getattr(torch, dtype))
+    ids = torch.tensor([prompt])
+    kwargs = dict(do_sample=False, use_cache=True, eos_token_id=None, pad_token_id=0)
+
+    def timed(n: int) -> float:
+        t = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, **kwargs)
+        assert out.shape[1] == len(prompt) + n
+        return time.perf_counter() - t
+
+    timed(min(new_tokens, 8))  # warm-up
+    out: dict[str, list[float]] = {"prefill_tok_s": [], "decode_tok_s": []}
+    for _ in range(repeats):
+        first = timed(1)
+        full = timed(new_tokens)
+        out["prefill_tok_s"].append(len(prompt) / first)
+        out["decode_tok_s"].append((new_tokens - 1) / max(full - first, 1e-9) if new_tokens > 1 else 0.0)
+    return out
+
+
+def hf_model(loaded: Any, dtype: Any) -> Any:
+    """The same weights as `loaded` in a transformers model: from its directory, or, for a preset, rebuilt from
+    the preset's seeded random state dict."""
+    import transformers
+
+    from waferline.engine.model import init_random
+
+    if loaded.path is not None:
+        model = transformers.AutoModelForCausalLM.from_pretrained(loaded.path, dtype=dtype)
+    else:
+        cfg = loaded.args.to_hf_config()
+        config = transformers.AutoConfig.for_model(**cfg)
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+        state = init_random(loaded.args, dtype=dtype)  # seed 0, as load_model builds presets
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        assert not unexpected, f"transformers model does not take {unexpected[:3]}"
+        assert set(missing) <= {"lm_head.weight"}, f"transformers model misses {missing[:3]}"
+        if loaded.args.tie_embeddings:
+            model.tie_weights()
+    return model.eval()
+
+
+def print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"waferline bench · {report['model']} · {report['backend']} {report['dtype']}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("parameters", f"{report['params'] / 1e6:.1f} M"),
+        ("threads", str(report["threads"])),
+        ("prompt / new tokens", f"{report['prompt_tokens']} / {report['new_tokens']}"),
+        ("prefill", f"{report['prefill_tok_s']:,.0f} tok/s (median {report['prefill_tok_s_median']:,.0f})"),
+        ("decode", f"{report['decode_tok_s']:,.1f} tok/s (median {report['decode_tok_s_median']:,.1f})"),
+        ("ms per token", f"{report['ms_per_token']:.2f}"),
+        ("weight bytes per token", f"{report['weight_bytes_per_token'] / 1e6:,.1f} MB"),
+        ("weight streaming", f"{report['stream_gb_s']:.1f} GB/s (memory read {report['read_gb_s']:.1f} GB/s)"),
+        ("roofline", f"{report['roofline_tok_s']:,.1f} tok/s ({100 * report['roofline_fraction']:.0f}% reached)"),
+    ]
+    if "hf_decode_tok_s" in report:
+        rows.append(
+            (
+                f"transformers ({report['hf_dtype']})",
+                f"{report['hf_decode_tok_s']:,.1f} tok/s · waferline is {report['speedup_vs_hf']:.1f}x",
+            )
+        )
+    rows.append(("load average (1 min)", f"{report['load_avg_1m']:.2f}"))
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)

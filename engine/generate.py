@@ -1,0 +1,274 @@
+"""Generation as free functions over a KV-cached `Session` (the shape of gpt-fast's generate.py).
+
+`prefill` runs prompt ids in chunks, `decode_one_token` runs one, `sample` picks the next id, and `generate` ties
+them together with the rules a code-completion request needs: stop tokens, stop strings (on detokenized text),
+an optional stop rule on the text (the server's syntax check), a token limit, a wall-clock budget, a per-token
+streaming callback and a cancellation check between tokens.
+
+Budget and cancellation are checked at token boundaries (and cancellation also between prefill chunks), never in
+the middle of a forward pass, so a session's cache always holds exactly `session.tokens`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from waferline.engine.kvcache import Session
+
+STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
+DEFAULT_CHUNK = 512  # prefill tokens per forward pass: bounds activation memory, lets cancellation in between
+STREAM_CONTEXT = 8  # prompt ids a detokenizer sees before the first new one (spaces at word starts depend on them)
+
+
+class TextStream(Protocol):
+    """Incremental detokenization: deltas whose concatenation (plus `finish()`) equals decoding all the ids."""
+
+    def push(self, token_id: int) -> str: ...
+    def finish(self) -> str: ...
+
+
+class Detokenizer(Protocol):
+    """What generation needs from a tokenizer (engine.tokenizer.Tokenizer is one)."""
+
+    def stream(self, *, context: Sequence[int] = (), skip_special_tokens: bool = True) -> TextStream: ...
+
+
+# on_token(token_id, text_delta): text_delta is the text this token makes safe to show: "" while a character is
+# incomplete or while the text could still be the start of a stop string. Text held back when generation ends (a
+# partial stop string that never completed, bytes of an unfinished character) is in the result's `text` only.
+TokenCallback = Callable[[int, str], None]
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[int]  # generated ids; a stop token that ended generation is not included
+    text: str  # their text, cut before a stop string that ended generation ("" without a tokenizer)
+    stop_reason: str  # one of STOP_REASONS
+    prompt_tokens: int
+    reused_tokens: int  # prompt tokens whose keys and values the session already held
+    prefilled_tokens: int  # prompt tokens computed now: prompt_tokens - reused_tokens
+    prefill_s: float
+    decode_s: float  # from the end of prefill to the end, sampling and detokenization included
+    decode_steps: int  # one-token forward passes (the first new token comes from prefill's logits)
+    stop_token: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.prefilled_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tok_s(self) -> float:
+        return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
+
+    @property
+    def ms_per_token(self) -> float:
+        return 1000.0 * self.decode_s / self.decode_steps if self.decode_steps else 0.0
+
+
+def prefill(
+    session: Session,
+    ids: Sequence[int],
+    *,
+    chunk_size: int = DEFAULT_CHUNK,
+    should_cancel: Callable[[], bool] | None = None,
+) -> Tensor | None:
+    """Append `ids` to the session's cache in chunks; the last position's logits (vocab,), or None if cancelled.
+
+    Cancellation is checked between chunks; the cache then holds the chunks already run (still a valid prefix).
+    """
+    assert len(ids) > 0, "prefill needs at least one token"
+    assert chunk_size > 0, f"chunk_size must be positive, got {chunk_size}"
+    logits = None
+    for i in range(0, len(ids), chunk_size):
+        if i > 0 and should_cancel is not None and should_cancel():
+            return None
+        logits = session.forward(ids[i : i + chunk_size])
+    assert logits is not None
+    return logits[-1]
+
+
+def decode_one_token(session: Session, token: int) -> Tensor:
+    """Feed one token; logits (vocab,) for the next."""
+    return session.forward(torch.tensor([token], dtype=torch.long))[-1]
+
+
+def sample(
+    logits: Tensor, *, temperature: float = 0.0, top_p: float = 1.0, generator: torch.Generator | None = None
+) -> int:
+    """Next id from logits (vocab,): argmax when temperature is 0, else softmax(logits / T) cut to nucleus `top_p`."""
+    if temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (vocab,)
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(descending=True)
+        # keep the most likely ids until their mass reaches top_p (the most likely one is always kept)
+        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
+        choice = torch.multinomial(sorted_p * keep, 1, generator=generator)
+        return int(order[choice])
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def generate(
+    session: Session,
+    prompt_ids: Sequence[int],
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    stop_token_ids: Iterable[int] = (),
+    stop_strings: Sequence[str] = (),
+    stop_rule: Callable[[str], bool] | None = None,
+    tokenizer: Detokenizer | None = None,
+    time_budget_s: float | None = None,
+    on_token: TokenCallback | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    chunk_size: int = DEFAULT_CHUNK,
+    clock: Callable[[], float] = time.perf_counter,
+) -> GenerationResult:
+    """Complete `prompt_ids` in `session`, reusing the cached prefix it shares with them.
+
+    Greedy when temperature is 0; otherwise sampled, reproducibly when `seed` is given. `time_budget_s` is wall
+    clock from this call (by `clock`), checked after each new token: the prefill always completes, and the first
+    token, which costs only a sample of prefill's logits, is always produced. Raises ValueError for a prompt that
+    does not fit the session's context, and for stop strings or a stop rule without a tokenizer.
+    """
+    prompt = list(prompt_ids)
+    if len(prompt) > session.max_tokens:
+        raise ValueError(
+            f"prompt too long: {len(prompt)} tokens, but the context holds {session.max_tokens} "
+            f"(the model's {session.model.args.max_seq_len}, or the session's cap)"
+        )
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if (stop_strings or stop_rule is not None) and tokenizer is None:
+        raise ValueError("stop strings and stop rules work on text: pass the tokenizer")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    stops = frozenset(stop_token_ids)
+    start = clock()
+    deadline = None if time_budget_s is None else start + time_budget_s
+    if should_cancel is not None and should_cancel():
+        return GenerationResult([], "", "cancelled", len(prompt), 0, 0, 0.0, 0.0, 0)
+    with torch.inference_mode():
+        reused = session.prepare(prompt)
+        logits = prefill(session, prompt[reused:], chunk_size=chunk_size, should_cancel=should_cancel)
+        prefill_end = clock()
+        prefilled = session.length - reused
+        if logits is None:
+            return GenerationResult([], "", "cancelled", len(prompt), reused, prefilled, prefill_end - start, 0.0, 0)
+        generator = None
+        if temperature > 0:
+            generator = torch.Generator(device=logits.device)
+            generator.manual_seed(seed) if seed is not None else generator.seed()
+        text = _TextTracker(tokenizer, prompt, stop_strings)
+        tokens: list[int] = []
+        steps = 0
+        stop_token = None
+        reason = "max_tokens"
+        while len(tokens) < max_new_tokens:  # here `logits` predict the next token
+            token = sample(logits, temperature=temperature, top_p=top_p, generator=generator)
+            if token in stops:
+                reason, stop_token = "stop_token", token
+                break
+            tokens.append(token)
+            delta, hit = text.push(token)
+            if on_token is not None:
+                on_token(token, delta)
+            if hit:
+                reason = "stop_string"
+                break
+            if stop_rule is not None and stop_rule(text.text):
+                reason = "stop_rule"
+                break
+            if len(tokens) == max_new_tokens:
+                break
+            if should_cancel is not None and should_cancel():
+                reason = "cancelled"
+                break
+            if deadline is not None and clock() >= deadline:
+                reason = "time_budget"
+                break
+            if session.length >= session.max_tokens:
+                reason = "context_full"
+                break
+            logits = decode_one_token(session, token)
+            steps += 1
+        if reason != "stop_string":
+            text.finish()
+    end = clock()
+    return GenerationResult(
+        tokens=tokens,
+        text=text.text,
+        stop_reason=reason,
+        prompt_tokens=len(prompt),
+        reused_tokens=reused,
+        prefilled_tokens=prefilled,
+        prefill_s=prefill_end - start,
+        decode_s=end - prefill_end,
+        decode_steps=steps,
+        stop_token=stop_token,
+    )
+
+
+class _TextTracker:
+    """Detokenizes generated ids as they come and finds stop strings in the text, holding back what could start one."""
+
+    def __init__(self, tokenizer: Detokenizer | None, prompt: list[int], stop_strings: Sequence[str]) -> None:
+        self.stream = None if tokenizer is None else tokenizer.stream(context=prompt[-STREAM_CONTEXT:])
+        self.stop_strings = [s for s in stop_strings if s]
+        self.full = ""  # all text decoded so far
+        self.shown = 0  # how much of `full` was handed to the callback
+        self.cut: int | None = None  # where a stop string begins, once one is found
+
+    @property
+    def text(self) -> str:
+        return self.full if self.cut is None else self.full[: self.cut]
+
+    def push(self, token: int) -> tuple[str, bool]:
+        """Add one token; (text now safe to show, whether a stop string was completed)."""
+        if self.stream is None:
+            return "", False
+        before = len(self.full)
+        self.full += self.stream.push(token)
+        if not self.stop_strings:
+            return self._show(len(self.full)), False
+        # a stop string that ends in the new text can begin up to len(stop) - 1 characters before it
+        longest = max(len(s) for s in self.stop_strings)
+        search_from = max(0, before - longest + 1)
+        hits = [i for i in (self.full.find(s, search_from) for s in self.stop_strings) if i >= 0]
+        if hits:
+            self.cut = min(hits)
+            return self._show(self.cut), True
+        return self._show(len(self.full) - self._held_back()), False
+
+    def finish(self) -> str:
+        """Flush what the detokenizer and the stop-string check held back; the text still unshown."""
+        if self.stream is not None:
+            self.full += self.stream.finish()
+        return self._show(len(self.full))
+
+    def _held_back(self) -> int:
+        """Length of the longest end of the text that is a proper prefix of a stop string."""
+        for n in range(min(len(self.full), max(len(s) for s in self.stop_strings) - 1), 0, -1):
+            tail = self.full[-n:]
+            if any(s.startswith(tail) for s in self.stop_strings):
+                return n
+        return 0
+
+    def _show(self, upto: int) -> str:
+        upto = max(upto, self.shown)
+        delta = self.full[self.shown : upto]
+        self.shown = upto
+        return delta

@@ -1,0 +1,131 @@
+"""`waferline generate`: complete a code prompt with a model, stream the completion, print the speed.
+
+stdout gets the prompt (unless --no-echo) and the completion as it is generated; stderr gets the model line and the
+speed line, so `waferline generate ... > out.txt` keeps only text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DTYPE_CHOICES = ("float32", "bfloat16", "float16", "int8")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="a preset name or a model directory (default: the shipped model)")
+    parser.add_argument("--backend", default="cpu", help="cpu, cuda or wafer (default: cpu)")
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=DTYPE_CHOICES,
+        help="weights and activations; int8 = int8 weights with bfloat16 activations (torch backend)",
+    )
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--prompt", default=None, help="the text to complete")
+    src.add_argument("--file", type=Path, default=None, help="read the text to complete from this file")
+    parser.add_argument("--max-tokens", type=int, default=64, help="new tokens at most (default: 64)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (with --temperature)")
+    parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    parser.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--no-echo", action="store_true", help="print only the completion, not the prompt")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from waferline.engine.generate import generate
+    from waferline.engine.kvcache import Session
+
+    if args.max_tokens < 0:
+        raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.file is not None:
+        prompt = args.file.read_text(encoding="utf-8")
+    else:
+        prompt = args.prompt if args.prompt is not None else "def fibonacci(n):\n"
+    loaded = load(args.model, backend=args.backend, dtype=args.dtype)
+    tokenizer = loaded.tokenizer
+    ids = tokenizer.encode(prompt)
+    if loaded.special.add_bos and loaded.special.bos_id is not None:
+        ids = [loaded.special.bos_id, *ids]
+    if not ids:
+        raise ValueError("the prompt is empty")
+    context = loaded.args.max_seq_len
+    if len(ids) > context:
+        raise ValueError(f"prompt too long: {len(ids)} tokens, but {loaded.name} has a context of {context} tokens")
+    note = " (random weights: the text is noise, the speed is real)" if loaded.path is None else ""
+    print(f"{loaded.name} · {args.backend} {args.dtype} · {torch.get_num_threads()} threads{note}", file=sys.stderr)
+
+    session = Session(loaded.model, "cli", max_tokens=min(context, len(ids) + max(args.max_tokens, 1)))
+    if not args.no_echo:
+        sys.stdout.write(prompt)
+
+    shown: list[str] = []
+
+    def show(_token: int, delta: str) -> None:
+        if delta:
+            shown.append(delta)
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+
+    result = generate(
+        session,
+        ids,
+        max_new_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+        stop_token_ids=loaded.special.stop_ids,
+        stop_strings=args.stop,
+        tokenizer=tokenizer,
+        on_token=show,
+    )
+    streamed = "".join(shown)  # the result's text may hold a tail the stream held back (see generate.TokenCallback)
+    sys.stdout.write(result.text[len(streamed) :] + "\n")
+    sys.stdout.flush()
+    print(speed_line(result), file=sys.stderr)
+    return 0
+
+
+def load(model: str | None, *, backend: str, dtype: str) -> Any:
+    """load_model with the CLI's dtype names: "int8" is int8 weights with bfloat16 activations (torch backend).
+
+    load_model takes no device options yet, so int8 loads the model in bfloat16 for its tokenizer and metadata,
+    then places the same weights (the preset's seeded tensors, or the checkpoint's, streamed again) on an int8
+    torch device.
+    """
+    import dataclasses
+
+    from waferline.engine.checkpoint import load_model
+    from waferline.engine.model import Transformer, iter_random
+    from waferline.engine.weights import stream_tensors, weight_shards
+    from waferline.hardware import open_device
+
+    if dtype != "int8":
+        return load_model(model, backend=backend, dtype=dtype)
+    if backend not in ("cpu", "cuda"):
+        raise ValueError(f"--dtype int8 is a torch backend weight format (cpu, cuda), not one of {backend!r}")
+    import torch
+
+    loaded = load_model(model, backend=backend, dtype="bfloat16")
+    source = iter_random(loaded.args) if loaded.path is None else stream_tensors(weight_shards(loaded.path))
+    int8 = Transformer(loaded.args, open_device(backend, dtype=torch.bfloat16, weights="int8"))
+    int8.load(source)
+    return dataclasses.replace(loaded, model=int8)
+
+
+def speed_line(result: Any) -> str:
+    """One line: prefill and decode speed of a GenerationResult."""
+    parts = [
+        f"prompt {result.prompt_tokens} tokens ({result.reused_tokens} reused) prefilled in "
+        f"{result.prefill_s * 1e3:.1f} ms ({result.prefill_tok_s:.0f} tok/s)",
+        f"{result.new_tokens} new tokens, decode {result.decode_tok_s:.0f} tok/s ({result.ms_per_token:.2f} ms/token)",
+        f"stop: {result.stop_reason}",
+    ]
+    return " · ".join(parts)
