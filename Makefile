@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# Until the server's own demo exists: complete a code prompt with the default model and print the speed.
 demo: $(STAMP)
-	$(BIN)/waferline demo
+	$(BIN)/waferline generate --prompt 'def fibonacci(n):' --max-tokens 64
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
