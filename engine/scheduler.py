@@ -19,9 +19,52 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class EditRequest:
+    """What the engine needs to complete at a cursor: prompt parts, stop rules and a budget; no LSP, no tokens."""
+
+    session_id: str  # one KV session per document, so a keystroke reuses that document's cache
+    prefix: str  # text before the cursor the model sees (stable context first, see inline.py)
+    suffix: str  # text after the cursor the model sees
+    max_new_tokens: int = 32
+    temperature: float = 0.0
+    time_budget_s: float | None = 0.3
+    stop_strings: tuple[str, ...] = ()
+    # The syntax stop rule: called with the completion so far, True ends generation (end of statement or block).
+    should_stop: Callable[[str], bool] | None = None
+
+
+@dataclass
+class Completion:
+    text: str
+    stop_reason: str  # generate.STOP_REASONS: stop_token, stop_string, stop_rule, max_tokens, time_budget, cancelled...
+    prompt_tokens: int = 0
+    reused_tokens: int = 0  # prompt tokens served from the session's KV cache
+    prefilled_tokens: int = 0  # prompt tokens computed for this request
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    queue_s: float = 0.0  # time spent waiting for the worker thread
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """False when generation was cut short by cancellation: the text may end mid-thought."""
+        return self.stop_reason != "cancelled"
+
+
+class Completer(Protocol):
+    """The engine side of a completion. Called only on the scheduler's thread."""
+
+    def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion: ...
+    def drop_session(self, session_id: str) -> None: ...
+    def describe(self) -> str: ...
+
 
 # fn(should_cancel) -> result. should_cancel() turns True when the job is superseded, cancelled or (for idle jobs)
 # preempted; the work checks it between tokens and returns what it has.
@@ -158,3 +201,76 @@ def _resolve(future: Future[Any], result: Any = None, *, exception: BaseExceptio
             future.set_result(result)
     except InvalidStateError:
         pass  # cancelled by the awaiting side, which has answered the client already
+
+
+class ModelCompleter:
+    """The real engine: an EditRequest becomes a FIM prompt (suffix-prefix-middle for models trained on it, so a
+    keystroke only appends tokens), generated in the document's KV session, which keeps every shared prefix."""
+
+    def __init__(self, loaded: Any, *, kv_cache_bytes: int = 256 << 20, max_tokens_per_session: int = 4096) -> None:
+        from waferline.engine.kvcache import SessionPool
+
+        if loaded.fim is None:
+            raise ValueError(
+                f"model {loaded.name} has no fill-in-the-middle tokens; waferline needs a FIM-trained model"
+            )
+        self.loaded = loaded
+        self.pool = SessionPool(
+            loaded.model, max_bytes=kv_cache_bytes, max_tokens_per_session=max_tokens_per_session
+        )  # sessions' caches together stay under kv_cache_bytes: least recently used documents are evicted
+
+    @classmethod
+    def load(cls, model: str | None, *, backend: str = "cpu", kv_cache_mb: int = 256) -> ModelCompleter:
+        from waferline.engine.checkpoint import load_model
+
+        return cls(load_model(model, backend=backend), kv_cache_bytes=kv_cache_mb << 20)
+
+    def describe(self) -> str:
+        lm = self.loaded
+        weights = "random weights" if lm.path is None else str(lm.path)
+        return f"{lm.name} ({lm.args.n_params / 1e6:.1f}M params, {weights}) on {lm.backend}, FIM {lm.fim.family}"
+
+    def prompt_ids(self, request: EditRequest, room: int) -> list[int]:
+        """The FIM prompt, shortened from its far ends (start of the prefix, end of the suffix) to fit `room`."""
+        prefix, suffix = request.prefix, request.suffix
+        for _ in range(8):
+            ids: list[int] = self.loaded.fim.build(prefix, suffix)
+            if len(ids) <= room:
+                return ids
+            keep = max(len(ids) - room, 1) / len(ids)  # roughly the share of characters to drop
+            cut_p, cut_s = int(len(prefix) * keep) + 1, int(len(suffix) * keep) + 1
+            prefix, suffix = prefix[cut_p:], suffix[: max(len(suffix) - cut_s, 0)]
+        raise ValueError(f"could not fit the prompt into {room} tokens")
+
+    def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion:
+        from waferline.engine.generate import generate
+
+        lm = self.loaded
+        session = self.pool.get(request.session_id)
+        ids = self.prompt_ids(request, session.max_tokens - request.max_new_tokens)
+        result = generate(
+            session,
+            ids,
+            max_new_tokens=request.max_new_tokens,
+            temperature=request.temperature,
+            stop_token_ids=tuple(lm.fim.stop_ids) + tuple(lm.special.stop_ids),
+            stop_strings=request.stop_strings,
+            stop_rule=request.should_stop,
+            tokenizer=lm.tokenizer,
+            time_budget_s=request.time_budget_s,
+            should_cancel=should_cancel,
+        )
+        return Completion(
+            text=result.text,
+            stop_reason=result.stop_reason,
+            prompt_tokens=result.prompt_tokens,
+            reused_tokens=result.reused_tokens,
+            prefilled_tokens=result.prefilled_tokens,
+            new_tokens=result.new_tokens,
+            prefill_s=result.prefill_s,
+            decode_s=result.decode_s,
+            timings=dict(result.timings),
+        )
+
+    def drop_session(self, session_id: str) -> None:
+        self.pool.drop(session_id)

@@ -26,6 +26,7 @@ class Options:
     backend: str = "cpu"  # hardware backend the engine runs on: cpu, cuda, wafer
     max_tokens: int = 32  # new tokens for a single-line completion
     max_multiline_tokens: int = 64  # new tokens when the cursor opens a block or sits on an empty line in one
+    kv_cache_mb: int = 256  # memory cap on the KV caches of all open documents; least recently used evicted
     time_budget_ms: int = 300  # wall-clock cap on one generation; what was decoded by then is shown
     temperature: float = 0.0  # 0 = greedy
     typed_through_cache: bool = True  # answer from the suggestion on screen when the user types its start
@@ -48,6 +49,7 @@ _RANGES: dict[str, Callable[[Any], bool]] = {
     "max_tokens": lambda v: 1 <= v <= 512,
     "max_multiline_tokens": lambda v: 1 <= v <= 1024,
     "time_budget_ms": lambda v: 10 <= v <= 60_000,
+    "kv_cache_mb": lambda v: 8 <= v <= 1 << 20,
     "temperature": lambda v: 0.0 <= v <= 2.0,
     "max_document_bytes": lambda v: v >= 1024,
     "test_token_delay_ms": lambda v: 0.0 <= v <= 10_000,
@@ -57,6 +59,7 @@ _RANGE_TEXT = {
     "max_tokens": "an integer from 1 to 512",
     "max_multiline_tokens": "an integer from 1 to 1024",
     "time_budget_ms": "an integer from 10 to 60000",
+    "kv_cache_mb": "an integer of at least 8",
     "temperature": "a number from 0 to 2",
     "max_document_bytes": "an integer of at least 1024",
     "test_token_delay_ms": "a number from 0 to 10000",

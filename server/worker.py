@@ -13,55 +13,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
-from waferline.engine.scheduler import Job, Scheduler
+from waferline.engine.scheduler import Completer, Completion, EditRequest, Job, Scheduler
+from waferline.server.options import Options
 from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(kw_only=True)
-class EditRequest:
-    """What the engine needs to complete at a cursor: prompt parts, stop rules and a budget; no LSP, no tokens."""
-
-    session_id: str  # one KV session per document, so a keystroke reuses that document's cache
-    prefix: str  # text before the cursor the model sees (stable context first, see inline.py)
-    suffix: str  # text after the cursor the model sees
-    max_new_tokens: int = 32
-    temperature: float = 0.0
-    time_budget_s: float | None = 0.3
-    stop_strings: tuple[str, ...] = ()
-    # The syntax stop rule: called with the completion so far, True ends generation (end of statement or block).
-    should_stop: Callable[[str], bool] | None = None
-
-
-@dataclass
-class Completion:
-    text: str
-    stop_reason: str  # "stop" (model or stop string), "rule" (syntax stop), "length", "budget", "cancelled"
-    prompt_tokens: int = 0
-    reused_tokens: int = 0  # prompt tokens served from the session's KV cache
-    prefilled_tokens: int = 0  # prompt tokens computed for this request
-    new_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_s: float = 0.0
-    queue_s: float = 0.0  # time spent waiting for the worker thread
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def complete(self) -> bool:
-        """False when generation was cut short by cancellation: the text may end mid-thought."""
-        return self.stop_reason != "cancelled"
-
-
-class Completer(Protocol):
-    """The engine side of a completion. Called only on the scheduler's thread."""
-
-    def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion: ...
-    def drop_session(self, session_id: str) -> None: ...
-    def describe(self) -> str: ...
 
 
 class FixedCompleter:
@@ -92,7 +49,7 @@ class FixedCompleter:
             reused += 1
         self._prompts[request.session_id] = prompt
         t1 = time.perf_counter()
-        out, reason = "", "stop"
+        out, reason = "", "stop_token"
         for ch in self.text[: request.max_new_tokens]:
             if should_cancel():
                 reason = "cancelled"
@@ -101,11 +58,11 @@ class FixedCompleter:
                 time.sleep(self.token_delay_s)
             out += ch
             if request.should_stop is not None and request.should_stop(out):
-                reason = "rule"
+                reason = "stop_rule"
                 break
         else:
             if len(self.text) > request.max_new_tokens:
-                reason = "length"
+                reason = "max_tokens"
         return Completion(
             text=out,
             stop_reason=reason,
@@ -122,16 +79,34 @@ class FixedCompleter:
 
 
 class Worker:
-    """Async front of the scheduler for the event loop: await `complete`, fire `precompute`, `drop` on close."""
+    """Async front of the scheduler for the event loop: `load` the engine, await `complete`, `precompute` when idle,
+    `drop` a closed document's session. Requests that arrive while the engine loads wait for it in the queue."""
 
-    def __init__(self, completer: Completer, stats: Stats) -> None:
-        self.completer = completer
+    def __init__(self, stats: Stats) -> None:
         self.stats = stats
         self.scheduler = Scheduler()
+        self.completer: Completer | None = None
+
+    async def load(self, factory: Callable[[], Completer]) -> str:
+        """Build the completer on the worker thread (replacing any previous one); its description once ready."""
+
+        def work(_cancel: Callable[[], bool]) -> str:
+            self.completer = None
+            self.completer = factory()
+            return self.completer.describe()
+
+        job = self.scheduler.submit("__engine__", work)
+        result = await asyncio.wrap_future(job.future)
+        if result is None:
+            raise RuntimeError("superseded by a newer engine configuration")
+        return str(result)
 
     def _run(self, request: EditRequest, should_cancel: Callable[[], bool], job: Job) -> Completion:
+        queue_s = (job.started_at or job.submitted_at) - job.submitted_at
+        if self.completer is None:  # the model failed to load: answer empty, the user was told why
+            return Completion(text="", stop_reason="unavailable", queue_s=queue_s)
         completion = self.completer.complete(request, should_cancel)
-        completion.queue_s = (job.started_at or job.submitted_at) - job.submitted_at
+        completion.queue_s = queue_s
         self.stats.add_generation(
             prompt_tokens=completion.prompt_tokens,
             prefilled_tokens=completion.prefilled_tokens,
@@ -149,30 +124,44 @@ class Worker:
         holder.append(job)
         return job
 
-    async def complete(self, request: EditRequest) -> Completion | None:
-        """The completion, or None if a newer request for the document superseded this one."""
-        job = self._submit(request, idle=False)
+    async def _await(self, job: Job) -> Completion | None:
         try:
             return await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             self.scheduler.cancel(job)  # $/cancelRequest: stop decoding for a request nobody waits for
             raise
 
+    async def complete(self, request: EditRequest) -> Completion | None:
+        """The completion, or None if a newer request for the same document superseded this one."""
+        return await self._await(self._submit(request, idle=False))
+
     async def precompute(self, request: EditRequest) -> Completion | None:
         """Like `complete`, but only while the engine has nothing else to do; any regular request preempts it."""
-        job = self._submit(request, idle=True)
-        try:
-            return await asyncio.wrap_future(job.future)
-        except asyncio.CancelledError:
-            self.scheduler.cancel(job)
-            raise
+        return await self._await(self._submit(request, idle=True))
+
+    def describe(self) -> str:
+        return self.completer.describe() if self.completer is not None else "no engine loaded"
 
     def busy(self) -> bool:
         return self.scheduler.pending() > 0
 
     def drop(self, session_id: str) -> None:
         """Free a closed document's KV session, on the worker thread so it never races a decode."""
-        self.scheduler.submit(f"drop:{session_id}", lambda _cancel: self.completer.drop_session(session_id))
+
+        def work(_cancel: Callable[[], bool]) -> None:
+            if self.completer is not None:
+                self.completer.drop_session(session_id)
+
+        self.scheduler.submit(f"drop:{session_id}", work)
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def build_completer(options: Options) -> Completer:
+    """The completer the options ask for: the test double when `testCompletion` is set, else the model."""
+    if options.test_completion is not None:
+        return FixedCompleter(options.test_completion, options.test_token_delay_ms / 1000.0)
+    from waferline.engine.scheduler import ModelCompleter
+
+    return ModelCompleter.load(options.model, backend=options.backend, kv_cache_mb=options.kv_cache_mb)

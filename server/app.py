@@ -1,0 +1,276 @@
+"""The language server's state: open documents with their syntax trees, options, the engine worker, statistics.
+
+`WaferlineServer` is the one object that owns state; server/features.py registers the LSP handlers on it, and each
+handler calls a method here or a plain function in server/inline.py. Documents are kept in `TextDocument`s (the
+position-encoding-aware text of server/text.py) and are the only copy: pygls' own workspace copy is bypassed, so a
+bad edit is refused in one place, with the text left as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.json_rpc import JsonRPCNotification
+
+from waferline.server.inline import Suggestion, SuggestionCache, Superseded, precompute_next, suggest
+from waferline.server.options import Options, parse_options
+from waferline.server.stats import Stats
+from waferline.server.syntax.tree import SyntaxTree
+from waferline.server.text import PositionError, TextDocument
+from waferline.server.worker import Completer, Worker, build_completer
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+ACCEPT_COMMAND = "waferline.accept"  # the command an inline item carries, so the editor reports accepts
+
+
+@dataclass(eq=False)
+class Document:
+    uri: str
+    language_id: str
+    text: TextDocument
+    syntax: SyntaxTree
+    cache: SuggestionCache
+
+    @property
+    def session_id(self) -> str:
+        return self.uri
+
+
+class WaferlineProtocol(LanguageServerProtocol):
+    """pygls' protocol with two changes: our documents are the only copy of the text, and a request whose params
+    cannot be read is answered with an InvalidParams error (pygls would log it and leave the request hanging)."""
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException:
+            method = data.get("method")
+            if "id" in data and method is not None:
+                error = JsonRpcInvalidParams(f"malformed params for {method}: they do not match the LSP types")
+                self._send_response(data["id"], error=error.to_response_error())
+            else:
+                log.error("dropped a malformed %s notification", method)
+            # A notification no handler knows: pygls logs it and moves on to the next message.
+            return JsonRPCNotification(method="$/waferline/malformed", jsonrpc="2.0", params=None)
+
+
+class WaferlineServer(LanguageServer):
+    def __init__(
+        self, *, defaults: Options | None = None, completer_factory: Callable[[Options], Completer] | None = None
+    ):
+        super().__init__("waferline", VERSION, protocol_cls=WaferlineProtocol)
+        self.defaults = defaults or Options()  # from the command line; client settings override them
+        self.options = self.defaults
+        self.documents: dict[str, Document] = {}
+        self.stats = Stats()
+        self.worker = Worker(self.stats)
+        self._completer_factory = completer_factory or build_completer
+        self._reported: set[str] = set()
+        self.client_has_inline = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls' hook for errors outside a request's answer: log them with their traceback; show the user a short
+        line (once per message), since a broken notification handler can leave the server's text out of date."""
+        if isinstance(error, JsonRpcInvalidParams):  # bad input from the client, answered with this error
+            log.warning("%s", error)
+            return
+        log.error("%s: %r", getattr(source, "__name__", source), error, exc_info=error)
+        if source is not FeatureRequestError:
+            self.report(f"internal error ({type(error).__name__}: {error}); see the server log")
+
+    # -- options -------------------------------------------------------------------------------------------------
+    def configure(self, settings: Any, *, source: str) -> bool:
+        """Apply client settings; True when the engine must be rebuilt (model, backend or test double changed)."""
+        new, problems = parse_options(settings, self.options)
+        for problem in problems:
+            self.report(f"{source}: {problem}")
+        engine_changed = any(
+            getattr(new, k) != getattr(self.options, k)
+            for k in ("model", "backend", "kv_cache_mb", "test_completion", "test_token_delay_ms")
+        )
+        if new != self.options:
+            for doc in self.documents.values():  # suggestions made under other options are not to be reused
+                doc.cache.clear()
+        self.options = new
+        log.info("options from %s: %s", source, new)
+        return engine_changed
+
+    def report(self, message: str, *, show: bool = True) -> None:
+        """Log a problem the user can act on, and show it in the editor the first time it happens."""
+        log.warning("%s", message)
+        if show and message not in self._reported:
+            self._reported.add(message)
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=f"waferline: {message}")
+            )
+
+    def news(self, message: str) -> None:
+        """Routine news for the editor's log (window/logMessage), not a popup."""
+        log.info("%s", message)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"waferline: {message}"))
+
+    async def load_engine(self) -> None:
+        """(Re)build the completer on the worker thread; requests queued meanwhile wait for it."""
+        options = self.options
+        try:
+            description = await self.worker.load(lambda: self._completer_factory(options))
+        except (ValueError, OSError, RuntimeError) as e:
+            self.report(f"could not load the model ({e}); completions are off until the model setting is fixed")
+            return
+        self.news(f"engine ready: {description}")
+
+    # -- documents -----------------------------------------------------------------------------------------------
+    @property
+    def encoding(self) -> str:
+        enc = self.workspace.position_encoding if self.protocol._workspace is not None else None
+        return str(getattr(enc, "value", enc) or "utf-16")
+
+    def open_document(self, item: types.TextDocumentItem) -> Document:
+        text = TextDocument(item.text, version=item.version, encoding=self.encoding, language_id=item.language_id)
+        doc = Document(item.uri, item.language_id, text, SyntaxTree(item.language_id, item.text), SuggestionCache())
+        if item.uri in self.documents:
+            log.info("%s opened again; the new text replaces the old", item.uri)
+            self.worker.drop(item.uri)
+        self.documents[item.uri] = doc
+        return doc
+
+    def change_document(self, params: types.DidChangeTextDocumentParams) -> None:
+        """Apply each content change in order; a change that cannot apply is refused and the text kept as it was."""
+        doc = self.documents.get(params.text_document.uri)
+        if doc is None:
+            self.report(f"didChange for {params.text_document.uri}, which was never opened (ignored)")
+            return
+        for change in params.content_changes:
+            self.stats.keystrokes += 1
+            if isinstance(change, types.TextDocumentContentChangePartial):
+                r = change.range
+                rng = ((r.start.line, r.start.character), (r.end.line, r.end.character))
+                try:
+                    edit = doc.text.apply_change(rng, change.text, params.text_document.version)
+                except PositionError as e:
+                    self.report(f"refused an edit of {doc.uri}: {e}; the document may now differ from the editor's")
+                    return
+                doc.syntax.apply(edit)
+            else:
+                doc.text.apply_change(None, change.text, params.text_document.version)
+                doc.syntax.replace(change.text)
+
+    def close_document(self, uri: str) -> None:
+        if self.documents.pop(uri, None) is not None:
+            self.worker.drop(uri)
+
+    def document(self, uri: str) -> Document:
+        """The open document, or an InvalidParams error the client can read."""
+        doc = self.documents.get(uri)
+        if doc is None:
+            raise JsonRpcInvalidParams(f"document {uri} is not open (send textDocument/didOpen first)")
+        return doc
+
+    def document_state(self, doc: Document, *, include_text: bool = False) -> dict[str, Any]:
+        text = doc.text.text
+        state: dict[str, Any] = {
+            "uri": doc.uri, "version": doc.text.version, "languageId": doc.language_id, "encoding": doc.text.encoding,
+            "length": len(text), "lines": doc.text.line_count, "plainText": doc.syntax.plain_reason,
+            "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        }  # fmt: skip
+        if include_text:
+            state["text"] = text
+        return state
+
+    def offset_of(self, doc: Document, position: types.Position) -> int:
+        try:
+            return doc.text.offset_at(position.line, position.character)
+        except PositionError as e:
+            raise JsonRpcInvalidParams(f"position ({position.line}, {position.character}) in {doc.uri}: {e}") from None
+
+    def lsp_position(self, doc: Document, offset: int) -> types.Position:
+        line, character = doc.text.position_at(offset)
+        return types.Position(line=line, character=character)
+
+    def shutdown_engine(self) -> None:
+        self.worker.close()
+
+    # -- completion requests -------------------------------------------------------------------------------------
+    async def suggest_at(
+        self, uri: str, position: types.Position, *, explicit: bool
+    ) -> tuple[Document, Suggestion] | None:
+        """The suggestion for a completion request, with the bookkeeping every request shares: counting it, timing
+        it, answering empty when superseded, and precomputing the next suggestion after a model answer."""
+        t0 = time.perf_counter()
+        self.stats.requests += 1
+        doc = self.document(uri)
+        offset = self.offset_of(doc, position)
+        text, version = doc.text.text, doc.text.version
+        try:
+            s = await suggest(
+                self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
+                offset=offset, syntax=doc.syntax, cache=doc.cache, explicit=explicit,
+            )  # fmt: skip
+        except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
+            self.stats.cancelled += 1
+            raise
+        except Superseded:  # a newer request for this document took over: answer empty, at once
+            self.stats.cancelled += 1
+            self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
+            return None
+        self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
+        if s is not None and doc.text.version != version:
+            s = None  # typed on while the model ran: the answer is cached for the next request, not shown here
+        if s is None:
+            self.stats.empty += 1
+            return None
+        self.stats.answered += 1
+        if s.source == "cache":
+            self.stats.cache_answers += 1
+        else:
+            self._spawn(self._precompute(doc, text, s))
+        return doc, s
+
+    async def _precompute(self, doc: Document, text: str, shown: Suggestion) -> None:
+        done = await precompute_next(
+            self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
+            shown=shown, cache=doc.cache,
+        )  # fmt: skip
+        if done:
+            self.stats.precomputed += 1
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run background work on the event loop, keeping a reference (asyncio holds tasks weakly) and logging
+        what it raises instead of losing it."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and (e := t.exception()) is not None:
+                log.error("background task failed: %r", e, exc_info=e)
+
+        task.add_done_callback(done)

@@ -1,0 +1,144 @@
+"""Every LSP feature waferline serves, registered in one place. Each handler reads params, calls one method of the
+server (server/app.py) or a plain function, and builds lsprotocol types; the work lives elsewhere."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from waferline.server.app import ACCEPT_COMMAND, Document, WaferlineServer
+from waferline.server.inline import Suggestion, advance
+from waferline.server.options import SECTION, Options
+
+log = logging.getLogger(__name__)
+
+STATS_METHOD = "waferline/stats"
+DOCUMENT_METHOD = "waferline/document"  # what the server holds for a document: lets a client check it is in sync
+
+
+def suggestion_range(ls: WaferlineServer, doc: Document, s: Suggestion, position: types.Position) -> types.Range:
+    """The range a suggestion replaces: from the cursor over the characters it supersedes (an auto-closed `)`).
+    Computed from the snapshot the suggestion was made for, so later edits cannot shift it."""
+    replaced = doc.text.text[s.offset : s.replace_end]
+    end = advance(position.line, position.character, replaced, doc.text.encoding)
+    return types.Range(start=position, end=types.Position(line=end[0], character=end[1]))
+
+
+def accept_command(uri: str, s: Suggestion) -> types.Command:
+    return types.Command(title="waferline: suggestion accepted", command=ACCEPT_COMMAND, arguments=[uri, s.source])
+
+
+def create_server(defaults: Options | None = None) -> WaferlineServer:
+    """A server with every feature registered; `defaults` come from the command line."""
+    server = WaferlineServer(defaults=defaults)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: WaferlineServer, params: types.InitializeParams) -> None:
+        ls.configure(params.initialization_options, source="initializationOptions")
+        td = params.capabilities.text_document
+        ls.client_has_inline = td is not None and td.inline_completion is not None
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: WaferlineServer, params: types.InitializedParams) -> None:
+        await ls.load_engine()
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: WaferlineServer, params: None) -> None:
+        ls.shutdown_engine()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: WaferlineServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.open_document(params.text_document)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: WaferlineServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.change_document(params)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: WaferlineServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.close_document(params.text_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: WaferlineServer, params: types.DidChangeConfigurationParams) -> None:
+        settings: Any = params.settings
+        if not settings and _can_pull_configuration(ls):  # the pull model: the client sends an empty notification
+            settings = (await ls.workspace_configuration_async(_configuration_params()))[0]
+        if ls.configure(settings, source="didChangeConfiguration"):
+            await ls.load_engine()
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(
+        ls: WaferlineServer, params: types.InlineCompletionParams
+    ) -> types.InlineCompletionList:
+        explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+        found = await ls.suggest_at(params.text_document.uri, params.position, explicit=explicit)
+        if found is None:
+            return types.InlineCompletionList(items=[])
+        doc, s = found
+        item = types.InlineCompletionItem(
+            insert_text=s.text, range=suggestion_range(ls, doc, s, params.position), command=accept_command(doc.uri, s)
+        )
+        return types.InlineCompletionList(items=[item])
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+    async def completion(ls: WaferlineServer, params: types.CompletionParams) -> types.CompletionList:
+        # Clients with inline completion get the suggestion as ghost text; repeating it in the menu would show it twice.
+        if ls.client_has_inline or not ls.options.completion_fallback:
+            return types.CompletionList(is_incomplete=False, items=[])
+        explicit = params.context is not None and params.context.trigger_kind == types.CompletionTriggerKind.Invoked
+        found = await ls.suggest_at(params.text_document.uri, params.position, explicit=explicit)
+        if found is None:
+            return types.CompletionList(is_incomplete=True, items=[])
+        doc, s = found
+        rng = suggestion_range(ls, doc, s, params.position)
+        if rng.end.line != rng.start.line:  # a completion edit must stay on one line: insert only
+            rng = types.Range(start=params.position, end=params.position)
+        label = s.text.splitlines()[0] if s.text.strip("\r\n") else s.text
+        item = types.CompletionItem(
+            label=(label[:60] + "…") if len(label) > 60 else label or "⏎",
+            kind=types.CompletionItemKind.Snippet,
+            detail="waferline",
+            documentation=types.MarkupContent(kind=types.MarkupKind.PlainText, value=s.text),
+            sort_text="0",
+            filter_text=s.text,
+            insert_text_format=types.InsertTextFormat.PlainText,
+            text_edit=types.TextEdit(range=rng, new_text=s.text),
+            command=accept_command(doc.uri, s),
+        )
+        return types.CompletionList(is_incomplete=True, items=[item])
+
+    @server.command(ACCEPT_COMMAND)
+    def accepted(ls: WaferlineServer, *args: Any) -> None:
+        ls.stats.accepted += 1
+
+    @server.feature(STATS_METHOD)
+    def stats(ls: WaferlineServer, params: Any) -> dict[str, Any]:
+        return {**ls.stats.snapshot(), "engine": ls.worker.describe()}
+
+    @server.feature(DOCUMENT_METHOD)
+    def document_state(ls: WaferlineServer, params: Any) -> dict[str, Any]:
+        uri = _field(params, "uri")
+        if not isinstance(uri, str):
+            raise JsonRpcInvalidParams(f"{DOCUMENT_METHOD} expects {{'uri': string, 'includeText'?: bool}}")
+        return ls.document_state(ls.document(uri), include_text=bool(_field(params, "includeText")))
+
+    return server
+
+
+def _field(params: Any, name: str) -> Any:
+    """A field of a custom request's params (pygls hands them over as a dict or as a namedtuple-like Object)."""
+    if isinstance(params, dict):
+        return params.get(name)
+    return getattr(params, name, None)
+
+
+def _can_pull_configuration(ls: WaferlineServer) -> bool:
+    ws = ls.client_capabilities.workspace
+    return ws is not None and bool(ws.configuration)
+
+
+def _configuration_params() -> types.ConfigurationParams:
+    return types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])

@@ -1,0 +1,72 @@
+"""`waferline serve`: the language server, as an editor starts it (stdio by default, or TCP).
+
+stdout is the LSP transport, so nothing else may ever write to it: logs go to stderr, or to --log-file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen for one LSP client on a TCP socket instead")
+    parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
+    parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
+    parser.add_argument("--log-file", help="write logs to this file instead of stderr")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logs (-v info, -vv debug)")
+
+
+def parse_tcp(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--tcp expects HOST:PORT (for example 127.0.0.1:2087), got {value!r}")
+    return host, int(port)
+
+
+def setup_logging(verbose: int, log_file: str | None) -> None:
+    """Logs to stderr or a file, never stdout (the transport)."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    if verbose < 3:  # pygls logs every message body at INFO: only with -vvv
+        logging.getLogger("pygls").setLevel(max(level, logging.WARNING))
+
+
+def run(args: argparse.Namespace) -> int:
+    from waferline.server.features import create_server
+    from waferline.server.options import Options, parse_options
+
+    tcp = parse_tcp(args.tcp) if args.tcp else None
+    if args.backend not in ("cpu", "cuda", "wafer"):
+        raise ValueError(f"--backend {args.backend!r}: choose cpu, cuda or wafer")
+    setup_logging(args.verbose, args.log_file)
+    defaults, problems = parse_options({"model": args.model, "backend": args.backend}, Options())
+    assert not problems, problems
+    server = create_server(defaults)
+    if tcp is not None:
+        server.start_tcp(*tcp)
+    else:
+        server.start_io()
+    return 0
+
+
+def main() -> int:
+    """`python -m waferline.server.serve_cli`: the same as `waferline serve`, for tests and editor configs that
+    start the server by module."""
+    parser = argparse.ArgumentParser(prog="waferline serve", description=__doc__)
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args())
+    except ValueError as e:
+        print(f"waferline serve: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Start `waferline serve` over stdio with pytest-lsp and talk to it as VS Code or Neovim would.
+
+Client capabilities are those pytest-lsp recorded from the real editors, with what newer versions added: VS Code
+gained `textDocument/inlineCompletion` (vscode-languageclient 9), and Neovim 0.12 gained it too while keeping its
+utf-8-first `general.positionEncodings`. The Neovim 0.11 capabilities (no inline completion) exercise the
+`textDocument/completion` fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+SERVE = [sys.executable, "-m", "waferline.server.serve_cli", "-v"]
+
+
+def capabilities(editor: str) -> types.ClientCapabilities:
+    """'vscode' and 'neovim' (with inline completion, as today's versions), 'neovim-0.11' (without)."""
+    if editor == "vscode":
+        caps = client_capabilities("visual-studio-code")
+    elif editor in ("neovim", "neovim-0.11"):
+        caps = client_capabilities("neovim@v0.11")
+    else:
+        raise ValueError(editor)
+    if editor != "neovim-0.11":
+        assert caps.text_document is not None
+        caps.text_document.inline_completion = types.InlineCompletionClientCapabilities(dynamic_registration=False)
+    return caps
+
+
+@contextlib.asynccontextmanager
+async def lsp_session(editor: str, options: dict[str, Any] | None = None) -> AsyncIterator[LanguageClient]:
+    """A started and initialized server; shut down and stopped on exit."""
+    client = await ClientServerConfig(server_command=SERVE).start()
+    assert isinstance(client, LanguageClient)
+    try:
+        result = await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(editor),
+                initialization_options={"waferline": options or {}},
+                root_uri="file:///tmp/waferline-test",
+            )
+        )
+        client.server_result = result  # type: ignore[attr-defined]
+        yield client
+    finally:
+        # Shut down even when the test failed, or stop() waits for a server that was never told to exit.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(client.shutdown_session(), 10)
+        await asyncio.wait_for(client.stop(), 10)
+
+
+def open_doc(client: LanguageClient, uri: str, text: str, language_id: str = "python") -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=text)
+        )
+    )
+
+
+class Typist:
+    """Sends one incremental didChange per character typed, tracking the position in the client's encoding."""
+
+    def __init__(self, client: LanguageClient, uri: str, line: int, character: int, encoding: str = "utf-16"):
+        self.client, self.uri, self.line, self.character, self.encoding = client, uri, line, character, encoding
+        self.version = 1
+
+    def units(self, ch: str) -> int:
+        if self.encoding == "utf-8":
+            return len(ch.encode("utf-8"))
+        if self.encoding == "utf-16":
+            return len(ch.encode("utf-16-le")) // 2
+        return 1
+
+    def type(self, text: str) -> None:
+        for ch in text:
+            self.version += 1
+            pos = types.Position(line=self.line, character=self.character)
+            self.client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+                    content_changes=[
+                        types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=ch)
+                    ],
+                )
+            )
+            if ch == "\n":
+                self.line, self.character = self.line + 1, 0
+            else:
+                self.character += self.units(ch)
+
+    @property
+    def position(self) -> types.Position:
+        return types.Position(line=self.line, character=self.character)
+
+
+def inline_params(uri: str, position: types.Position, *, invoked: bool = False) -> types.InlineCompletionParams:
+    kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=position,
+        context=types.InlineCompletionContext(trigger_kind=kind),
+    )
+
+
+async def inline(
+    client: LanguageClient, uri: str, position: types.Position, **kw: Any
+) -> list[types.InlineCompletionItem]:
+    result = await client.text_document_inline_completion_async(inline_params(uri, position, **kw))
+    if result is None:
+        return []
+    return list(result.items if isinstance(result, types.InlineCompletionList) else result)
+
+
+def as_dict(result: Any) -> dict[str, Any]:
+    """pygls hands a custom request's result over as a namedtuple-like Object."""
+    return dict(result._asdict()) if hasattr(result, "_asdict") else dict(result)
+
+
+async def stats(client: LanguageClient) -> dict[str, Any]:
+    return as_dict(await client.protocol.send_request_async("waferline/stats", {}))
+
+
+async def document_state(client: LanguageClient, uri: str, include_text: bool = False) -> dict[str, Any]:
+    params = {"uri": uri, "includeText": include_text}
+    return as_dict(await client.protocol.send_request_async("waferline/document", params))
