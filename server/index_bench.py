@@ -91,6 +91,7 @@ def phase_main(spec: dict) -> dict:
     out = {
         "seconds": round(seconds, 3),
         "cpu_seconds": round(time.process_time() - cpu_started + children.ru_utime + children.ru_stime, 3),
+        "main_cpu_seconds": round(time.process_time() - cpu_started, 3),
         "files": report.files,
         "parsed": report.parsed,
         "reused": report.reused,
