@@ -130,3 +130,21 @@ async def stats(client: LanguageClient) -> dict[str, Any]:
 async def document_state(client: LanguageClient, uri: str, include_text: bool = False) -> dict[str, Any]:
     params = {"uri": uri, "includeText": include_text}
     return as_dict(await client.protocol.send_request_async("waferline/document", params))
+
+
+async def raw_request(client: LanguageClient, method: str, params: Any, msg_id: str = "raw-1") -> Any:
+    """Send a request whose params are not checked against the LSP types (to send malformed ones on purpose)."""
+    from concurrent.futures import Future
+
+    from pygls.protocol.json_rpc import JsonRPCRequestMessage
+
+    future: Future[Any] = Future()
+    client.protocol._request_futures[msg_id] = future
+    client.protocol._send_data(JsonRPCRequestMessage(id=msg_id, method=method, jsonrpc="2.0", params=params))
+    return await asyncio.wait_for(asyncio.wrap_future(future), 10)
+
+
+def raw_notify(client: LanguageClient, method: str, params: Any) -> None:
+    from pygls.protocol.json_rpc import JsonRPCNotification
+
+    client.protocol._send_data(JsonRPCNotification(method=method, jsonrpc="2.0", params=params))

@@ -201,3 +201,23 @@ async def test_range_covers_auto_closed_bracket() -> None:
         ), "the suggestion's own ')' replaces the one the editor auto-closed"
         state = await document_state(client, URI)
         assert state["length"] == len("import math\n\n\ndef area(r):\n    return math.pow()\n")
+
+
+@pytest.mark.parametrize("editor", EDITORS)
+async def test_positions_in_the_negotiated_encoding(editor: str) -> None:
+    encoding = "utf-8" if editor == "neovim" else "utf-16"
+    async with lsp_session(editor, {"testCompletion": "name)"}) as client:
+        prefix = 'def greet(name):\n    return "👋 héllo, " + str('
+        open_doc(client, URI, prefix + ")\n")
+        typist = Typist(client, URI, 0, 0, encoding)
+        typist.line, typist.character = 1, typist.units(prefix.split("\n")[1])
+        items = await inline(client, URI, typist.position)
+        assert [i.insert_text for i in items] == ["name)"]
+        rng = items[0].range
+        assert rng is not None and rng.start == typist.position
+        assert rng.end == types.Position(line=1, character=typist.character + 1)
+        typist.type("na")  # typed through: the rest, at a position counted in the same units
+        items = await inline(client, URI, typist.position)
+        assert [i.insert_text for i in items] == ["me)"]
+        state = await document_state(client, URI, include_text=True)
+        assert state["text"] == prefix + "na)\n" and state["encoding"] == encoding

@@ -1,0 +1,144 @@
+"""Bad input from an editor: each gets a clear LSP error or an empty result, the server keeps serving, and no
+document's text is lost or corrupted (checked through `waferline/document`, which reports the server's copy)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+from lsp_support import (
+    Typist,
+    document_state,
+    inline,
+    inline_params,
+    lsp_session,
+    open_doc,
+    raw_notify,
+    raw_request,
+)  # fmt: skip
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+pytestmark = pytest.mark.asyncio
+
+URI = "file:///tmp/waferline-test/calc.py"
+SOURCE = "import math\n\n\ndef area(r):\n    return \n"
+OPTIONS = {"testCompletion": "math.pi * r * r"}
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def change(uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str):
+    rng = types.Range(
+        start=types.Position(line=start[0], character=start[1]), end=types.Position(line=end[0], character=end[1])
+    )
+    return types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(range=rng, text=text)],
+    )
+
+
+async def assert_still_serving(client, uri: str = URI, position=(4, 11)) -> None:
+    items = await inline(client, uri, types.Position(line=position[0], character=position[1]))
+    assert [i.insert_text for i in items] == ["math.pi * r * r"]
+
+
+async def test_edit_outside_document_is_refused_and_text_kept() -> None:
+    async with lsp_session("vscode", OPTIONS) as client:
+        open_doc(client, URI, SOURCE)
+        client.text_document_did_change(change(URI, 2, (40, 0), (41, 0), "oops"))
+        state = await document_state(client, URI)
+        assert state["sha256"] == sha(SOURCE) and state["version"] == 1
+        assert any("refused an edit" in m.message for m in client.messages)
+        await assert_still_serving(client)
+
+
+async def test_positions_past_line_end_and_inside_surrogate_pair() -> None:
+    text = "s = '😀'\n"
+    async with lsp_session("vscode", OPTIONS) as client:  # utf-16: 😀 is two code units at characters 5 and 6
+        open_doc(client, URI, text)
+        client.text_document_did_change(change(URI, 2, (0, 6), (0, 6), "x"))  # inside the pair: snaps before it
+        client.text_document_did_change(change(URI, 3, (0, 99), (0, 99), "!"))  # past the end: the line's end
+        state = await document_state(client, URI, include_text=True)
+        assert state["text"] == "s = 'x😀'!\n"
+        items = await inline(client, URI, types.Position(line=0, character=500))
+        assert isinstance(items, list)  # answered (past the line end means the line end)
+
+
+async def test_unknown_language_completes_as_plain_text() -> None:
+    async with lsp_session("vscode", {"testCompletion": "world"}) as client:
+        uri = "file:///tmp/waferline-test/notes.xyz"
+        open_doc(client, uri, "hello \n", language_id="klingon")
+        items = await inline(client, uri, types.Position(line=0, character=6))
+        assert [i.insert_text for i in items] == ["world"]
+        state = await document_state(client, uri)
+        assert state["plainText"] is not None
+
+
+async def test_binary_document_gets_empty_result() -> None:
+    async with lsp_session("vscode", OPTIONS) as client:
+        uri = "file:///tmp/waferline-test/blob.bin"
+        text = "\x00\x01\x02ELF\x00" * 100
+        open_doc(client, uri, text, language_id="plaintext")
+        assert await inline(client, uri, types.Position(line=0, character=3)) == []
+        assert (await document_state(client, uri))["sha256"] == sha(text)
+
+
+async def test_huge_document_kept_but_not_completed() -> None:
+    big = ("x = 1\n" * (50 * 1024 * 1024 // 6 + 1))[: 50 * 1024 * 1024]  # 50 MB
+    async with lsp_session("vscode", OPTIONS) as client:
+        uri = "file:///tmp/waferline-test/huge.py"
+        open_doc(client, uri, big)
+        Typist(client, uri, 0, 0).type("y")
+        assert await asyncio.wait_for(inline(client, uri, types.Position(line=0, character=1)), 60) == []
+        state = await document_state(client, uri)
+        assert state["length"] == len(big) + 1 and state["sha256"] == sha("y" + big)
+        open_doc(client, URI, SOURCE)
+        await assert_still_serving(client)
+
+
+async def test_request_for_document_never_opened() -> None:
+    async with lsp_session("vscode", OPTIONS) as client:
+        with pytest.raises(JsonRpcException) as info:
+            await inline(client, "file:///nowhere.py", types.Position(line=0, character=0))
+        assert info.value.code == types.ErrorCodes.InvalidParams
+        assert "not open" in info.value.message
+        open_doc(client, URI, SOURCE)
+        await assert_still_serving(client)
+
+
+async def test_position_past_last_line_is_an_error() -> None:
+    async with lsp_session("vscode", OPTIONS) as client:
+        open_doc(client, URI, SOURCE)
+        with pytest.raises(JsonRpcException) as info:
+            await inline(client, URI, types.Position(line=99, character=0))
+        assert info.value.code == types.ErrorCodes.InvalidParams
+        await assert_still_serving(client)
+
+
+async def test_malformed_params_are_answered_with_an_error() -> None:
+    async with lsp_session("vscode", OPTIONS) as client:
+        open_doc(client, URI, SOURCE)
+        bad = {"textDocument": {"uri": URI}, "position": {"line": "four"}, "context": {"triggerKind": 1}}
+        with pytest.raises(JsonRpcException) as info:
+            await raw_request(client, types.TEXT_DOCUMENT_INLINE_COMPLETION, bad)
+        assert info.value.code == types.ErrorCodes.InvalidParams
+        raw_notify(client, types.TEXT_DOCUMENT_DID_CHANGE, {"textDocument": {"uri": URI}, "contentChanges": 7})
+        with pytest.raises(JsonRpcException):
+            await asyncio.wait_for(client.protocol.send_request_async("waferline/document", {"nope": 1}), 10)
+        assert (await document_state(client, URI))["sha256"] == sha(SOURCE)
+        await assert_still_serving(client)
+        params = inline_params(URI, types.Position(line=4, character=11))
+        assert await client.text_document_inline_completion_async(params) is not None
+
+
+async def test_did_change_for_unopened_document_and_double_open() -> None:
+    async with lsp_session("vscode", OPTIONS) as client:
+        client.text_document_did_change(change("file:///never.py", 2, (0, 0), (0, 0), "x"))
+        open_doc(client, URI, "stale\n")
+        open_doc(client, URI, SOURCE)  # opened again: the new text wins
+        assert (await document_state(client, URI))["sha256"] == sha(SOURCE)
+        await assert_still_serving(client)
