@@ -33,11 +33,17 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def source_lines(text: str) -> list[str]:
+    """A file's lines as tree-sitter numbers them: split at "\n" only (str.splitlines also splits at form feeds and
+    other separators that old sources contain, which would shift every line number after them)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def make_record(rel_path: str, data: bytes, digest: str | None = None) -> FileRecord:
     """Extract tags and search documents from a file's bytes (not necessarily those on disk: an editor's buffer)."""
     language = file_language(rel_path) or "text"
     tags = extract(data, language)
-    lines = data.decode("utf-8", "replace").splitlines()
+    lines = source_lines(data.decode("utf-8", "replace"))
     return FileRecord(rel_path, digest or content_hash(data), language, tags, build_documents(lines, tags))
 
 

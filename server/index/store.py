@@ -68,7 +68,7 @@ class FileRecord:
 
 
 # The modules whose code decides what a file's rows contain.
-EXTRACTOR_MODULES = ("tags.py", "documents.py", "text.py", "store.py")
+EXTRACTOR_MODULES = ("tags.py", "documents.py", "text.py", "store.py", "builder.py")
 
 
 @cache

@@ -22,7 +22,7 @@ from typing import Any
 
 import pathspec
 
-from waferline.server.index.builder import content_hash, default_workers, extract_all, make_record
+from waferline.server.index.builder import content_hash, default_workers, extract_all, make_record, source_lines
 from waferline.server.index.discovery import (
     DEFAULT_EXCLUDES,
     DiscoveryOptions,
@@ -341,4 +341,4 @@ class WorkspaceIndex:
         if text is None:
             data = read_source(self.root, rel, self.options.max_file_bytes)
             text = "" if data is None else data.decode("utf-8", "replace")
-        return text.splitlines()[start : end + 1]
+        return source_lines(text)[start : end + 1]

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from waferline.server.index.builder import make_record
 from waferline.server.index.discovery import file_language
 from waferline.server.index.tags import QUERY_NAMES, extract, tag_query
 from waferline.server.index.text import (
@@ -151,3 +154,26 @@ def test_query_terms_drop_stop_words_and_quote() -> None:
     assert query_terms("Where is apply_tax used?") == ["applytax", "apply", "tax"]
     assert match_expression("how does it work?") is None
     assert match_expression('say "OR" NEAR(x)') == '"say" OR "near"'
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_any_editor_text_extracts_within_bounds(text: str) -> None:
+    """Whatever an editor sends, extraction answers, and every range lies inside the text (UTF-16 columns)."""
+    source = "def f(a):\n    return g(a)\n" + text + "\nclass K:\n    x = h()\n"
+    lines = source.split("\n")
+    widths = [len(line.encode("utf-16-le")) // 2 for line in lines]
+    tags = extract(source.encode(), "python")
+    spans = [d.range for d in tags.definitions] + [d.name_range for d in tags.definitions]
+    for (l1, c1), (l2, c2) in spans + [r.range for r in tags.references]:
+        assert 0 <= l1 <= l2 < len(lines)
+        assert c1 <= widths[l1] and c2 <= widths[l2]
+
+
+def test_form_feeds_do_not_shift_lines() -> None:
+    source = b"def a():\n    pass\n\x0c\ndef b():\n    '''Bee.'''\n"
+    record = make_record("m.py", source)
+    (b,) = [d for d in record.tags.definitions if d.name == "b"]
+    assert b.range[0][0] == 3
+    (doc,) = [d for d in record.documents if d.definition >= 0 and record.tags.definitions[d.definition].name == "b"]
+    assert doc.body.startswith("def b():")
