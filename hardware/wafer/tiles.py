@@ -56,6 +56,12 @@ class Rect:
             or other.col0 + other.cols <= self.col0
         )
 
+    def overlap(self, other: Rect) -> int:
+        """Tiles in both rectangles."""
+        rows = min(self.row0 + self.rows, other.row0 + other.rows) - max(self.row0, other.row0)
+        cols = min(self.col0 + self.cols, other.col0 + other.cols) - max(self.col0, other.col0)
+        return max(rows, 0) * max(cols, 0)
+
     def contains(self, row: int, col: int) -> bool:
         return self.row0 <= row < self.row0 + self.rows and self.col0 <= col < self.col0 + self.cols
 
@@ -117,10 +123,10 @@ class SramGrid:
     ) -> Allocation | None:
         """Reserve `tile_shape` of `dtype` in each tile of some rows x cols rectangle (shape), at one offset.
 
-        Picks, among candidate origins, the one with the lowest free offset (so rectangles spread over the wafer),
-        or uses `origin` when the caller pins it. Returns None when no origin has room; with `spill_ok` the
-        allocation goes to off-wafer memory instead. `limit` caps how high in a tile's SRAM this allocation may
-        reach (default: the capacity), so that weights can leave room for KV pages and scratch.
+        Picks, among candidate origins, the one with the lowest free offset and then the fewest bytes already in
+        it (so that rectangles spread over the wafer), or uses `origin` when the caller pins it. Returns None when
+        no origin has room; with `spill_ok` the allocation goes to off-wafer memory instead. `limit` caps how high in a
+        tile's SRAM this allocation may reach (default: the capacity), so that weights leave room for KV pages.
         """
         top = self.capacity if limit is None else min(limit, self.capacity)
         rows, cols = shape
@@ -128,12 +134,12 @@ class SramGrid:
         elem = torch.empty((), dtype=dtype).element_size()
         nbytes = math.prod(tile_shape) * elem
         per_tile = -(-nbytes // ALIGN) * ALIGN
-        best: tuple[int, Rect] | None = None
         candidates = [Rect(*origin, rows, cols)] if origin else self._candidate_rects(rows, cols)
-        for rect in candidates:
-            offset = self._first_fit(rect, per_tile)
-            if offset + per_tile <= top and (best is None or offset < best[0]):
-                best = (offset, rect)
+        fits = [(fit, rect) for rect in candidates if (fit := self._first_fit(rect, per_tile))[0] + per_tile <= top]
+        best: tuple[int, Rect] | None = None
+        if fits:
+            (offset, _), rect = min(fits, key=lambda f: f[0])  # lowest offset, then the least loaded rectangle
+            best = (offset, rect)
         if best is None:
             if not spill_ok:
                 return None
@@ -155,15 +161,19 @@ class SramGrid:
             self.spilled_bytes -= alloc.payload_bytes
         alloc.slab = None
 
-    def _first_fit(self, rect: Rect, nbytes: int) -> int:
-        """Lowest aligned offset at which `nbytes` is free in every tile of `rect`."""
-        busy = sorted((a.offset, a.offset + a.bytes_per_tile) for a in self.table if a.rect and a.rect.intersects(rect))
+    def _first_fit(self, rect: Rect, nbytes: int) -> tuple[int, int]:
+        """(lowest aligned offset at which `nbytes` is free in every tile of `rect`, bytes already in `rect`)."""
+        busy, load = [], 0
+        for a in self.table:
+            if a.rect and a.rect.intersects(rect):
+                busy.append((a.offset, a.offset + a.bytes_per_tile))
+                load += a.bytes_per_tile * a.rect.overlap(rect)
         offset = 0
-        for start, end in busy:
+        for start, end in sorted(busy):
             if start - offset >= nbytes:
                 break
             offset = max(offset, end)
-        return offset
+        return offset, load
 
     def _candidate_rects(self, rows: int, cols: int, limit: int = 8) -> list[Rect]:
         """Origins on a lattice of the rectangle's own size (at most `limit` per axis), deterministic order."""
