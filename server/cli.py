@@ -18,6 +18,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("waferline.engine.generate_cli", "complete a code prompt with a model and print the speed"),
     "bench": ("waferline.engine.bench", "measure prefill and decode speed of a model"),
+    "emulate": ("waferline.engine.emulate_cli", "model decode on a wafer-scale engine emulator (and on GPUs)"),
     "bench-index": ("waferline.server.index_bench", "index a folder cold and warm and time lookups (default: stdlib)"),
     "serve": ("waferline.server.serve_cli", "run the language server (stdio, or --tcp HOST:PORT)"),
     "train": ("waferline.training.train_cli", "train the default code model (data, tokenizer, FIM, checkpoints)"),
