@@ -103,7 +103,9 @@ class WaferDevice:
                 f"but the fullest of them has {free:,} B free on {self.spec.name}; open a shorter cache"
             )
         alloc.slab = torch.zeros(lay.slab_shape, dtype=self.dtype, device=self.torch_device)
-        return KVRef(layers=layers, kv_heads=kv_heads, head_dim=head_dim, max_tokens=max_tokens, payload=alloc)
+        return KVRef(
+            layers=layers, kv_heads=kv_heads, head_dim=head_dim, max_tokens=max_tokens, payload=alloc, dtype=self.dtype
+        )
 
     def kv_truncate(self, kv: KVRef, length: int) -> None:
         assert 0 <= length <= kv.length, f"truncate to {length} but the cache holds {kv.length}"

@@ -82,11 +82,6 @@ class Allocation:
     slab: Tensor | None = field(default=None, repr=False)
 
     @property
-    def element_size(self) -> int:
-        """Bytes per element (so that KVRef.bytes_per_token reads it like a tensor's)."""
-        return torch.empty((), dtype=self.dtype).element_size()
-
-    @property
     def total_bytes(self) -> int:
         return self.bytes_per_tile * (self.rect.tiles if self.rect else 1)
 
