@@ -2,7 +2,8 @@
 
 Layout choices (measured; see docs/benchmarks.md and ../shared/MACHINE-NOTES.md):
 - float32 linear weights are stored pre-transposed, (in, out), because `x @ W_t` beats `F.linear(x, W)` several
-  times over for wide outputs on these CPUs; 16-bit weights stay (out, in), which their matrix-vector kernels prefer.
+  times over for wide outputs on these CPUs; bfloat16 weights on CPU are packed once for oneDNN's kernel, 2-5x
+  faster than PyTorch's bfloat16 matrix-vector paths; float16 (and cuda) weights stay (out, in) for F.linear.
 - `weights="int8"`: weight-only int8 with one scale per output row, multiplied by `_weight_int8pack_mm` with
   bfloat16 activations: a quarter of float32's bytes per token, which is what decoding a small model costs.
 - The KV cache is (layers, 2, kv_heads, max_tokens, head_dim) so that a layer's live prefix is a view that
@@ -20,7 +21,7 @@ from torch import Tensor
 
 from waferline.hardware.device import KVRef, WeightRef
 from waferline.hardware.torch_backend import kernels
-from waferline.hardware.torch_backend.kernels import Int8Linear
+from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 
 WEIGHT_FORMATS = ("float", "int8")
 
@@ -55,19 +56,22 @@ class TorchDevice:
         self.torch_device = torch.device(device)
         self.dtype = dtype
         self.weights = weights
-        # float32 (in, out) pre-transposed; 16-bit (out, in) as given
+        # float32 (in, out) pre-transposed; bfloat16 on CPU packed for oneDNN; other 16-bit (out, in) as given
         self._transposed = dtype == torch.float32
+        self._pack = weights == "float" and kernels.can_pack(self.torch_device, dtype)
         self._rope: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id(cos), id(sin)) -> (P, 1, D) tables
         self._counts: dict[str, float] = {"weight_bytes": 0.0}
 
     # -- placement ---------------------------------------------------------------------------------------------------
     def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
         w = weight.detach().to(device=self.torch_device)
-        payload: Tensor | Int8Linear
+        payload: Tensor | Int8Linear | PackedLinear
         if role == "linear":
             assert w.dim() == 2, f"{name}: a linear weight is (out, in), got {tuple(w.shape)}"
             if self.weights == "int8":
                 payload = kernels.quantize_int8(w, self.dtype)
+            elif self._pack:
+                payload = kernels.pack_linear(w.to(self.dtype))
             else:
                 w = w.to(self.dtype)
                 payload = w.t().contiguous() if self._transposed else w.contiguous()
@@ -77,7 +81,7 @@ class TorchDevice:
             payload = kernels.norm_weight(w.to(self.dtype))  # (2 * dim,), see kernels.rms_norm
         else:
             payload = w.to(self.dtype).contiguous()
-        nbytes = payload.nbytes() if isinstance(payload, Int8Linear) else payload.numel() * payload.element_size()
+        nbytes = payload.numel() * payload.element_size() if isinstance(payload, Tensor) else payload.nbytes()
         self._counts["weight_bytes"] += nbytes
         return WeightRef(name=name, shape=tuple(weight.shape), dtype=self.dtype, payload=payload)
 
@@ -111,6 +115,8 @@ class TorchDevice:
     def linear(self, x: Tensor, weight: WeightRef, bias: WeightRef | None = None) -> Tensor:
         w = weight.payload
         b = None if bias is None else bias.payload
+        if isinstance(w, PackedLinear):
+            return kernels.packed_linear(x, w, b)
         if isinstance(w, Int8Linear):
             return kernels.int8_linear(x, w, b)
         if self._transposed:  # (T, in) @ (in, out) -> (T, out)

@@ -52,6 +52,39 @@ def int8_linear(x: Tensor, w: Int8Linear, bias: Tensor | None) -> Tensor:
     return y if bias is None else y + bias
 
 
+@dataclass(eq=False)
+class PackedLinear:
+    """A bfloat16 linear weight reordered once into oneDNN's blocked layout for one-row inputs.
+
+    PyTorch's bfloat16 matrix-vector paths on these CPUs stream 2-5 GB/s when the input width is small (896 for
+    Qwen2.5-0.5B), because each call re-blocks the weight or reduces short rows one by one; oneDNN's kernel on a
+    weight packed at load reads it at 9-14 GB/s, close to a plain read of the same bytes (docs/benchmarks.md).
+    `packed` is an opaque mkldnn tensor of shape (out, in).
+    """
+
+    packed: Tensor
+    out_features: int
+    in_features: int
+
+    def nbytes(self) -> int:
+        return self.out_features * self.in_features * self.packed.element_size()
+
+
+def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
+    return device.type == "cpu" and dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+
+
+def pack_linear(w: Tensor) -> PackedLinear:
+    """w: (out, in) bfloat16 -> PackedLinear."""
+    packed = torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), 1)  # blocked for batch size 1
+    return PackedLinear(packed=packed, out_features=w.shape[0], in_features=w.shape[1])
+
+
+def packed_linear(x: Tensor, w: PackedLinear, bias: Tensor | None) -> Tensor:
+    """x: (T, in) -> (T, out) = x @ W.T + bias."""
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), w.packed, bias, "none", [], "")
+
+
 def rope_tables(cos: Tensor, sin: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """(positions, D/2) cos and sin -> (positions, 1, D) tables for the one-multiply-add form of `rotary`.
 
