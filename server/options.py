@@ -33,6 +33,17 @@ class Options:
     precompute: bool = True  # when idle, compute the next suggestion as if the shown one were accepted
     completion_fallback: bool = True  # serve textDocument/completion too, for clients without inline completion
     max_document_bytes: int = 4_000_000  # larger documents are kept in sync but not completed
+    # Repository features (server/indexing.py, hover.py, ask.py, actions/; docs/repository.md).
+    index_workspace: bool = True  # index the workspace folders (hover, waferline/ask, completion context)
+    index_cache_dir: str | None = None  # where indexes persist; None = $XDG_CACHE_HOME/waferline/index
+    repository_context: bool = True  # put definitions from other files of names near the cursor in the prompt
+    hover_summary: bool = True  # a model-written one-line summary in hovers of definitions without a docstring
+    hover_summary_ms: int = 2000  # time budget of one such summary (it runs only while the engine is idle)
+    ask_max_tokens: int = 256  # new tokens of a generated waferline/ask answer
+    ask_time_budget_ms: int = 20_000  # wall-clock cap on one generated answer
+    action_max_tokens: int = 256  # new tokens of a code action's rewrite
+    action_time_budget_ms: int = 15_000  # wall-clock cap on one code action's generation
+    regenerate_temperature: float = 0.8  # sampling temperature of "regenerate": another candidate each time
     # Test double, for protocol tests only: when set, the engine returns this text (one character per "token",
     # `test_token_delay_ms` apart) instead of running a model, so protocol tests do not depend on model output.
     test_completion: str | None = None
@@ -53,6 +64,12 @@ _RANGES: dict[str, Callable[[Any], bool]] = {
     "temperature": lambda v: 0.0 <= v <= 2.0,
     "max_document_bytes": lambda v: v >= 1024,
     "test_token_delay_ms": lambda v: 0.0 <= v <= 10_000,
+    "hover_summary_ms": lambda v: 50 <= v <= 60_000,
+    "ask_max_tokens": lambda v: 1 <= v <= 4096,
+    "ask_time_budget_ms": lambda v: 100 <= v <= 600_000,
+    "action_max_tokens": lambda v: 1 <= v <= 4096,
+    "action_time_budget_ms": lambda v: 100 <= v <= 600_000,
+    "regenerate_temperature": lambda v: 0.0 <= v <= 2.0,
 }
 _RANGE_TEXT = {
     "backend": "one of cpu, cuda, wafer",
@@ -63,6 +80,12 @@ _RANGE_TEXT = {
     "temperature": "a number from 0 to 2",
     "max_document_bytes": "an integer of at least 1024",
     "test_token_delay_ms": "a number from 0 to 10000",
+    "hover_summary_ms": "an integer from 50 to 60000",
+    "ask_max_tokens": "an integer from 1 to 4096",
+    "ask_time_budget_ms": "an integer from 100 to 600000",
+    "action_max_tokens": "an integer from 1 to 4096",
+    "action_time_budget_ms": "an integer from 100 to 600000",
+    "regenerate_temperature": "a number from 0 to 2",
 }
 
 
