@@ -124,20 +124,24 @@ class WaferDevice:
         kv.length = 0
 
     def _ensure_scratch(self) -> None:
-        """Reserve every tile's working space for one decode token: its largest input chunk plus output block."""
+        """Reserve working space for one decode token on every tile that holds matrix blocks (their bounding box):
+        the largest input chunk plus output block of any matrix."""
         if self._scratch is not None:
             return
-        elems = max(
-            (a.layout.bi + a.layout.bo for a in self.grid.table if isinstance(a.layout, MatrixLayout)), default=0
-        )
-        if elems == 0:
+        blocks = [a for a in self.grid.table if isinstance(a.layout, MatrixLayout) and a.rect is not None]
+        if not blocks:
             return
-        lay = ScratchLayout(self.spec.rows, self.spec.cols, elems)
+        elems = max(a.layout.bi + a.layout.bo for a in blocks if isinstance(a.layout, MatrixLayout))
+        r0 = min(a.rect.row0 for a in blocks if a.rect)
+        c0 = min(a.rect.col0 for a in blocks if a.rect)
+        r1 = max(a.rect.row0 + a.rect.rows for a in blocks if a.rect)
+        c1 = max(a.rect.col0 + a.rect.cols for a in blocks if a.rect)
+        lay = ScratchLayout(r1 - r0, c1 - c0, elems)
         alloc = self.grid.allocate(
-            "scratch", "scratch", (lay.rows, lay.cols), lay.tile_shape, self.dtype, 0, layout=lay
+            "scratch", "scratch", (lay.rows, lay.cols), lay.tile_shape, self.dtype, 0, layout=lay, origin=(r0, c0)
         )
         if alloc is None:
-            raise WaferOutOfMemory(f"no tile of {self.spec.name} has {elems} elements free for decode scratch")
+            raise WaferOutOfMemory(f"the tiles of {self.spec.name} holding weights lack {elems} elements for scratch")
         alloc.slab = torch.empty(lay.slab_shape, dtype=self.dtype, device=self.torch_device)
         self._scratch = alloc
 
