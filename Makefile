@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-# Until the server's own demo exists: complete a code prompt with the default model and print the speed.
+# The main job: `waferline serve` started as an editor would, a developer typing into a real file through LSP with
+# ghost text rendered as it appears, then the latency distribution and the server's statistics.
 demo: $(STAMP)
-	$(BIN)/waferline generate --prompt 'def fibonacci(n):' --max-tokens 64
+	$(BIN)/waferline demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -220,10 +220,25 @@ class ModelCompleter:
         )  # sessions' caches together stay under kv_cache_bytes: least recently used documents are evicted
 
     @classmethod
-    def load(cls, model: str | None, *, backend: str = "cpu", kv_cache_mb: int = 256) -> ModelCompleter:
+    def load(
+        cls, model: str | None, *, backend: str = "cpu", kv_cache_mb: int = 256, threads: int = 0
+    ) -> ModelCompleter:
+        """Load the model and warm it up. `threads` 0 lets the engine choose (one thread for a small model: on a
+        small machine a second thread mostly waits at barriers for a core busy with the event loop)."""
         from waferline.engine.checkpoint import load_model
+        from waferline.engine.generate_cli import set_threads
 
-        return cls(load_model(model, backend=backend), kv_cache_bytes=kv_cache_mb << 20)
+        loaded = load_model(model, backend=backend)
+        set_threads(threads or None, loaded.args.n_params)
+        completer = cls(loaded, kv_cache_bytes=kv_cache_mb << 20)
+        completer.warm_up()
+        return completer
+
+    def warm_up(self) -> None:
+        """One short generation, so the first keystroke does not pay for first-call allocations and dispatch."""
+        request = EditRequest(session_id="__warm_up__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4)
+        self.complete(request, lambda: False)
+        self.pool.drop("__warm_up__")
 
     def describe(self) -> str:
         lm = self.loaded

@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulate": ("waferline.engine.emulate_cli", "model decode on a wafer-scale engine emulator (and on GPUs)"),
     "bench-index": ("waferline.server.index_bench", "index a folder cold and warm and time lookups (default: stdlib)"),
     "serve": ("waferline.server.serve_cli", "run the language server (stdio, or --tcp HOST:PORT)"),
+    "demo": ("waferline.server.demo", "watch ghost text appear while a developer types through LSP, with latencies"),
+    "bench-lsp": ("waferline.server.bench_lsp", "measure a typing session through LSP: latency, cancels, KV reuse"),
     "train": ("waferline.training.train_cli", "train the default code model (data, tokenizer, FIM, checkpoints)"),
     "eval": ("waferline.training.eval_cli", "evaluate a model on held-out code: perplexity, line and FIM completion"),
 }

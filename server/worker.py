@@ -86,17 +86,26 @@ class Worker:
         self.stats = stats
         self.scheduler = Scheduler()
         self.completer: Completer | None = None
+        self.load_error: str | None = None
+        self._loaded_once = asyncio.Event()  # set when the first load ends, either way: requests wait for it
 
     async def load(self, factory: Callable[[], Completer]) -> str:
         """Build the completer on the worker thread (replacing any previous one); its description once ready."""
 
         def work(_cancel: Callable[[], bool]) -> str:
-            self.completer = None
-            self.completer = factory()
+            self.completer, self.load_error = None, None
+            try:
+                self.completer = factory()
+            except Exception as e:
+                self.load_error = f"{type(e).__name__}: {e}"
+                raise
             return self.completer.describe()
 
         job = self.scheduler.submit("__engine__", work)
-        result = await asyncio.wrap_future(job.future)
+        try:
+            result = await asyncio.wrap_future(job.future)
+        finally:
+            self._loaded_once.set()
         if result is None:
             raise RuntimeError("superseded by a newer engine configuration")
         return str(result)
@@ -132,7 +141,9 @@ class Worker:
             raise
 
     async def complete(self, request: EditRequest) -> Completion | None:
-        """The completion, or None if a newer request for the same document superseded this one."""
+        """The completion, or None if a newer request for the same document superseded this one. A request that
+        comes before the engine's first load has ended waits for it (an editor may ask as soon as it opens)."""
+        await self._loaded_once.wait()
         return await self._await(self._submit(request, idle=False))
 
     async def precompute(self, request: EditRequest) -> Completion | None:
@@ -140,7 +151,9 @@ class Worker:
         return await self._await(self._submit(request, idle=True))
 
     def describe(self) -> str:
-        return self.completer.describe() if self.completer is not None else "no engine loaded"
+        if self.completer is not None:
+            return self.completer.describe()
+        return f"failed to load: {self.load_error}" if self.load_error else "no engine loaded"
 
     def busy(self) -> bool:
         return self.scheduler.pending() > 0
@@ -164,4 +177,6 @@ def build_completer(options: Options) -> Completer:
         return FixedCompleter(options.test_completion, options.test_token_delay_ms / 1000.0)
     from waferline.engine.scheduler import ModelCompleter
 
-    return ModelCompleter.load(options.model, backend=options.backend, kv_cache_mb=options.kv_cache_mb)
+    return ModelCompleter.load(
+        options.model, backend=options.backend, kv_cache_mb=options.kv_cache_mb, threads=options.threads
+    )

@@ -1,0 +1,260 @@
+"""A developer typing into a real source file, played through LSP against `waferline serve` as an editor starts it.
+
+Shared by `waferline demo` (which renders the file and its ghost text as they change) and `waferline bench-lsp`
+(which only measures). The client behaves like VS Code: one incremental `didChange` per keystroke followed at once
+by a `textDocument/inlineCompletion` request, UTF-16 positions, and Tab on a suggestion that matches what the
+developer was about to type (the editor applies it and runs the item's command, so the server counts the accept).
+Latency is measured per request: keystroke sent -> response received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.client import BaseLanguageClient
+
+# What the developer types, at the end of the file: a few functions, each a handful of statements.
+SCRIPT = """
+
+def mean(values):
+    total = 0
+    for value in values:
+        total += value
+    return total / len(values)
+
+
+def clamp(value, low, high):
+    if value < low:
+        return low
+    if value > high:
+        return high
+    return value
+
+
+def scale(rgb, factor):
+    r, g, b = rgb
+    return (clamp(r * factor, 0.0, 1.0), clamp(g * factor, 0.0, 1.0), clamp(b * factor, 0.0, 1.0))
+"""
+SOURCE_FILE = "colorsys.py"  # a real, small, permissively licensed module of the interpreter's standard library
+
+
+def default_source() -> Path:
+    path = Path(sysconfig.get_paths()["stdlib"]) / SOURCE_FILE
+    if not path.is_file():
+        raise OSError(f"{path} is missing: pass --file with a Python source file to type into")
+    return path
+
+
+@dataclass
+class Request:
+    keystroke: int  # index of the keystroke that sent it
+    sent_at: float
+    cursor: int  # `str` offset of the cursor when sent
+    latency_ms: float | None = None
+    suggestion: str | None = None  # what came back (None: empty answer)
+    error: str | None = None
+
+
+@dataclass
+class Session:
+    """Everything the client saw: the text as it is now, the cursor, the ghost text on screen, every request."""
+
+    text: str
+    cursor: int
+    ghost: str = ""
+    requests: list[Request] = field(default_factory=list)
+    keystrokes: int = 0
+    accepted: int = 0
+    accepted_chars: int = 0
+    server_stats: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+    first_request_ms: float | None = None
+
+    def position(self, offset: int | None = None) -> types.Position:
+        """The LSP position (UTF-16) of an offset in the text."""
+        offset = self.cursor if offset is None else offset
+        line = self.text.count("\n", 0, offset)
+        start = self.text.rfind("\n", 0, offset) + 1
+        return types.Position(line=line, character=len(self.text[start:offset].encode("utf-16-le")) // 2)
+
+
+def server_command(model: str | None, backend: str, log_file: str | None) -> list[str]:
+    """`waferline serve`, run by this interpreter the way an editor would start it."""
+    cmd = [sys.executable, "-m", "waferline.server.cli", "serve", "--backend", backend]
+    if model:
+        cmd += ["--model", model]
+    if log_file:
+        cmd += ["--log-file", log_file, "-v"]
+    return cmd
+
+
+class TypingClient:
+    """An LSP client process-pair: starts the server, initializes it like VS Code, and types."""
+
+    def __init__(self, *, model: str | None, backend: str, log_file: str | None = None) -> None:
+        self.client = BaseLanguageClient("waferline-typist", "0.1.0")
+        self.cmd = server_command(model, backend, log_file)
+        self.uri = ""
+        self.version = 0
+        self._stderr: asyncio.Task[None] | None = None
+        self.stderr_tail: list[str] = []
+        self.messages: list[str] = []  # window/showMessage and window/logMessage, as an editor would show them
+
+        @self.client.feature(types.WINDOW_LOG_MESSAGE)
+        def log_message(params: types.LogMessageParams) -> None:
+            self.messages.append(params.message)
+
+        @self.client.feature(types.WINDOW_SHOW_MESSAGE)
+        def show_message(params: types.ShowMessageParams) -> None:
+            self.messages.append(params.message)
+
+    async def start(self, options: dict[str, Any]) -> None:
+        await self.client.start_io(*self.cmd)
+        proc = self.client._server
+        assert proc is not None and proc.stderr is not None
+        self._stderr = asyncio.create_task(self._drain(proc.stderr))  # a full stderr pipe would block the server
+        caps = types.ClientCapabilities(
+            text_document=types.TextDocumentClientCapabilities(
+                inline_completion=types.InlineCompletionClientCapabilities(),
+                synchronization=types.TextDocumentSyncClientCapabilities(),
+            ),
+            general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
+        )
+        await self.client.initialize_async(
+            types.InitializeParams(capabilities=caps, initialization_options={"waferline": options})
+        )
+        self.client.initialized(types.InitializedParams())
+
+    async def _drain(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self.stderr_tail = [*self.stderr_tail[-20:], line.decode(errors="replace").rstrip()]
+
+    def open(self, path: Path, text: str) -> None:
+        self.uri, self.version = path.as_uri(), 1
+        item = types.TextDocumentItem(uri=self.uri, language_id="python", version=1, text=text)
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
+
+    def insert(self, s: Session, new_text: str, end: int | None = None) -> None:
+        """Replace [cursor, end) by `new_text` (a keystroke, or an accepted suggestion) and tell the server."""
+        end = s.cursor if end is None else end
+        rng = types.Range(start=s.position(), end=s.position(end))
+        self.version += 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+                content_changes=[types.TextDocumentContentChangePartial(range=rng, text=new_text)],
+            )
+        )
+        s.text = s.text[: s.cursor] + new_text + s.text[end:]
+        s.cursor += len(new_text)
+
+    async def request(self, s: Session, req: Request) -> types.InlineCompletionItem | None:
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=self.uri),
+            position=s.position(),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        )
+        try:
+            result = await self.client.text_document_inline_completion_async(params)
+        except Exception as e:  # an error answer is still an answer: record it, keep typing
+            req.error = str(e)
+            result = None
+        req.latency_ms = (time.perf_counter() - req.sent_at) * 1000.0
+        items = [] if result is None else list(result.items if hasattr(result, "items") else result)
+        item = items[0] if items else None
+        req.suggestion = item.insert_text if item is not None and isinstance(item.insert_text, str) else None
+        return item
+
+    async def stats(self) -> dict[str, Any]:
+        result = await self.client.protocol.send_request_async("waferline/stats", {})
+        return dict(result._asdict()) if hasattr(result, "_asdict") else dict(result)
+
+    async def wait_for_engine(self, timeout_s: float = 300.0) -> None:
+        """Until the server has its model loaded: loading is not typing latency."""
+        deadline = time.monotonic() + timeout_s
+        while (engine := (await self.stats()).get("engine")) == "no engine loaded":
+            if time.monotonic() > deadline:
+                raise OSError(f"the server did not load its model in {timeout_s:.0f} s: {self.stderr_tail[-3:]}")
+            await asyncio.sleep(0.05)
+        if str(engine).startswith("failed"):
+            raise OSError(f"the server could not load its model: {engine}")
+
+    async def stop(self) -> None:
+        try:
+            await asyncio.wait_for(self.client.shutdown_async(None), 10)
+            self.client.exit(None)
+        finally:
+            await asyncio.wait_for(self.client.stop(), 10)
+            if self._stderr is not None:
+                self._stderr.cancel()
+
+
+async def type_script(
+    *, model: str | None = None, backend: str = "cpu", source: Path | None = None, script: str = SCRIPT,
+    chars_per_s: float = 12.0, accept: bool = True, options: dict[str, Any] | None = None,
+    on_change: Callable[[Session], None] | None = None, log_file: str | None = None,
+) -> Session:  # fmt: skip
+    """Type `script` at the end of a copy of `source`, one key at a time at `chars_per_s`, through the server."""
+    path = source or default_source()
+    original = path.read_text(encoding="utf-8")
+    work = Path(tempfile.mkdtemp(prefix="waferline-typing-")) / path.name  # the editor's buffer, never the source
+    work.write_text(original, encoding="utf-8")
+    s = Session(text=original, cursor=len(original))
+    typist = TypingClient(model=model, backend=backend, log_file=log_file)
+    await typist.start(options or {})
+    notify = on_change or (lambda _s: None)
+    try:
+        typist.open(work, original)
+        await typist.wait_for_engine()
+        # The editor asks once when the cursor lands in the file: that request prefills the document's whole prompt
+        # into its KV session. It is timed apart from the keystrokes (s.first_request_ms).
+        first = Request(keystroke=0, sent_at=time.perf_counter(), cursor=s.cursor)
+        await typist.request(s, first)
+        s.first_request_ms = first.latency_ms
+        pending: set[asyncio.Task[None]] = set()
+        t0 = time.perf_counter()
+        i = 0
+        while i < len(script):
+            typist.insert(s, script[i])
+            i += 1
+            s.keystrokes += 1
+            s.ghost = ""
+            req = Request(keystroke=s.keystrokes, sent_at=time.perf_counter(), cursor=s.cursor)
+            s.requests.append(req)
+            task = asyncio.ensure_future(_answer(typist, s, req, notify))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            notify(s)
+            await asyncio.sleep(max(0.0, t0 + s.keystrokes / chars_per_s - time.perf_counter()))
+            if accept and s.ghost and req.suggestion == s.ghost and script.startswith(s.ghost, i):
+                typist.insert(s, s.ghost)  # Tab: the suggestion is what the developer was about to type
+                i += len(s.ghost)
+                s.accepted += 1
+                s.accepted_chars += len(s.ghost)
+                await typist.client.workspace_execute_command_async(
+                    types.ExecuteCommandParams(command="waferline.accept", arguments=[typist.uri, "demo"])
+                )
+                s.ghost = ""
+                notify(s)
+        await asyncio.gather(*pending)
+        s.wall_s = time.perf_counter() - t0
+        s.server_stats = await typist.stats()
+    finally:
+        await typist.stop()
+    return s
+
+
+async def _answer(typist: TypingClient, s: Session, req: Request, notify: Callable[[Session], None]) -> None:
+    item = await typist.request(s, req)
+    if item is not None and req.cursor == s.cursor and req.suggestion:
+        s.ghost = req.suggestion  # still current: show it
+        notify(s)
