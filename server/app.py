@@ -22,6 +22,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification
 
+from waferline.server.hover import SummaryCache
+from waferline.server.indexing import Indexing
 from waferline.server.inline import Suggestion, SuggestionCache, Superseded, precompute_next, suggest
 from waferline.server.options import Options, parse_options
 from waferline.server.stats import Stats
@@ -95,6 +97,8 @@ class WaferlineServer(LanguageServer):
         self._reported: set[str] = set()
         self.client_has_inline = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self.indexing = Indexing(self)  # the workspace index: hover, waferline/ask, completion context
+        self.summaries = SummaryCache()  # model-written hover summaries
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """pygls' hook for errors outside a request's answer: log them with their traceback; show the user a short
@@ -233,6 +237,7 @@ class WaferlineServer(LanguageServer):
             s = await suggest(
                 self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
                 offset=offset, syntax=doc.syntax, cache=doc.cache, explicit=explicit,
+                repository=self.indexing.completion_context(doc.uri),
             )  # fmt: skip
         except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
             self.stats.cancelled += 1
@@ -257,7 +262,7 @@ class WaferlineServer(LanguageServer):
     async def _precompute(self, doc: Document, text: str, shown: Suggestion) -> None:
         done = await precompute_next(
             self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
-            shown=shown, cache=doc.cache,
+            shown=shown, cache=doc.cache, repository=self.indexing.completion_context(doc.uri),
         )  # fmt: skip
         if done:
             self.stats.precomputed += 1

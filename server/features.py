@@ -9,7 +9,10 @@ from typing import Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from waferline.server.actions import feature as actions
 from waferline.server.app import ACCEPT_COMMAND, Document, WaferlineServer
+from waferline.server.ask import ASK_COMMAND, ASK_METHOD, ask
+from waferline.server.hover import hover as hover_at
 from waferline.server.inline import Suggestion, advance
 from waferline.server.options import SECTION, Options
 
@@ -43,23 +46,70 @@ def create_server(defaults: Options | None = None) -> WaferlineServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: WaferlineServer, params: types.InitializedParams) -> None:
+        ls._spawn(ls.indexing.begin())  # after the engine load is queued (completions wait for it), not before
         await ls.load_engine()
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: WaferlineServer, params: None) -> None:
+        ls.indexing.close()
         ls.shutdown_engine()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: WaferlineServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.open_document(params.text_document)
+        ls.indexing.document_changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: WaferlineServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.change_document(params)
+        ls.indexing.document_changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: WaferlineServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.close_document(params.text_document.uri)
+        ls.indexing.document_closed(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: WaferlineServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.indexing.document_saved(params.text_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: WaferlineServer, params: types.DidChangeWatchedFilesParams) -> None:
+        ls.indexing.files_changed(params)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def did_change_workspace_folders(ls: WaferlineServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        await ls.indexing.start()  # pygls has updated its folder list: index the new ones
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: WaferlineServer, params: types.HoverParams) -> types.Hover | None:
+        return await hover_at(ls, ls.summaries, params)
+
+    @server.feature(ASK_METHOD)
+    async def ask_request(ls: WaferlineServer, params: Any) -> dict[str, Any]:
+        return await ask(ls, params)
+
+    @server.command(ASK_COMMAND)
+    async def ask_command(ls: WaferlineServer, *args: Any) -> dict[str, Any]:
+        return await ask(ls, args[0] if len(args) == 1 else None)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=actions.KINDS, resolve_provider=True)
+    )
+    def code_action(ls: WaferlineServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        return actions.code_actions(ls, params)
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def code_action_resolve(ls: WaferlineServer, params: types.CodeAction) -> types.CodeAction:
+        return await actions.resolve(ls, params)
+
+    @server.command(actions.APPLY_COMMAND)
+    async def apply_action(ls: WaferlineServer, *args: Any) -> dict[str, Any]:
+        return await actions.execute(ls, actions.APPLY_COMMAND, args)
+
+    @server.command(actions.REWRITE_COMMAND)
+    async def rewrite(ls: WaferlineServer, *args: Any) -> dict[str, Any]:
+        return await actions.execute(ls, actions.REWRITE_COMMAND, args)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: WaferlineServer, params: types.DidChangeConfigurationParams) -> None:

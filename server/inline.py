@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from waferline.engine.scheduler import EditRequest
 from waferline.server.options import Options
+from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import finish_completion, should_stop
 from waferline.server.syntax.tree import SyntaxTree
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CACHE_ENTRIES = 4  # suggestions remembered per document: the one on screen and a few precomputed ones
+# (text, plan) -> definitions from other files for the prompt (server/indexing.py); put before the document's own
+# context, they stay the same while the user types, so the engine's KV cache keeps them.
+RepositoryContext = Callable[[str, CompletionPlan], list[Snippet]]
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ class Superseded(Exception):
 
 async def suggest(
     worker: Worker, options: Options, *, session_id: str, language_id: str, text: str, offset: int,
-    syntax: SyntaxTree, cache: SuggestionCache, explicit: bool,
+    syntax: SyntaxTree, cache: SuggestionCache, explicit: bool, repository: RepositoryContext | None = None,
 ) -> Suggestion | None:  # fmt: skip
     """The suggestion at `offset` of `text` (a snapshot: the document may change while the model runs), or None.
 
@@ -131,6 +136,8 @@ async def suggest(
     if not plan.complete:
         log.debug("no completion: %s", plan.reason)
         return None
+    if repository is not None:  # index lookups: off the event loop
+        plan.context[:0] = await asyncio.to_thread(repository, text, plan)
     completion = await worker.complete(edit_request(session_id, plan, options))
     if completion is None:
         raise Superseded
@@ -144,7 +151,7 @@ async def suggest(
 
 async def precompute_next(
     worker: Worker, options: Options, *, session_id: str, language_id: str, text: str, shown: Suggestion,
-    cache: SuggestionCache,
+    cache: SuggestionCache, repository: RepositoryContext | None = None,
 ) -> bool:  # fmt: skip
     """Compute the suggestion that would follow `shown` once accepted, if the engine is idle; True if cached."""
     if not options.precompute or worker.busy():
@@ -154,7 +161,10 @@ async def precompute_next(
 
     def plan_after() -> CompletionPlan:
         # A tree of the text as it would be after the accept: parsed on a helper thread, off the event loop.
-        return plan_completion(after, cursor, language_id, SyntaxTree(language_id, after), explicit=False)
+        plan = plan_completion(after, cursor, language_id, SyntaxTree(language_id, after), explicit=False)
+        if plan.complete and repository is not None:
+            plan.context[:0] = repository(after, plan)
+        return plan
 
     plan = await asyncio.to_thread(plan_after)
     if not plan.complete:

@@ -1,0 +1,2 @@
+"""Code actions that rewrite one syntax node: targets.py finds them (no model), compute.py runs the model and checks
+the result, check.py refuses an edit that would add a syntax error, feature.py speaks LSP. See docs/repository.md."""

@@ -1,0 +1,155 @@
+"""`waferline/ask` and the `waferline.ask` command: a question about the repository, answered from the index.
+
+The evidence (definitions, uses, docstrings and search hits, each with its location) comes from the index only
+(server/index/ask.py). With an instruction-following model (a chat template in its tokenizer config) the model writes
+an answer from the numbered evidence, shown above the evidence and marked as generated; its `[n]` citations become
+links to the evidence, and any link or `file:line` mention of its own that the evidence does not hold is unlinked or
+flagged. With a completion-only model the answer says so and is the evidence alone. Either way, every location the
+answer links to comes from the index.
+
+Request params: `{question: string, textDocument?: {uri}, position?: Position}` (or, for the command, the same object
+or the question string as its one argument). The name under `position` is looked up as if the question quoted it.
+Result: `{question, markdown, answer, generated, model, evidence: [{kind, title, uri, range, text}], status}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from waferline.server.hover import word_at
+from waferline.server.index.ask import Evidence, evidence_prompt, gather_evidence, render_evidence_markdown
+from waferline.server.indexing import uri_to_path
+from waferline.server.model_tasks import ASK_KEY, chat, chat_template_of
+
+if TYPE_CHECKING:
+    from waferline.server.app import WaferlineServer
+
+ASK_METHOD = "waferline/ask"
+ASK_COMMAND = "waferline.ask"
+EVIDENCE_ITEMS = 8
+MAX_QUESTION_CHARS = 2000
+SYSTEM = (
+    "You answer questions about a code repository using only the numbered evidence given. Cite evidence as [1], "
+    "[2]. If the evidence does not answer the question, say so. Be brief."
+)
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_CITE = re.compile(r"\[(\d+)\]")
+_MENTION = re.compile(r"\b([\w./-]+\.[A-Za-z]{1,4}):(\d+)\b")
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def parse_params(params: Any) -> tuple[str, str | None, types.Position | None]:
+    """(question, uri, position) from request params or a command's argument; InvalidParams when malformed."""
+    if isinstance(params, str):
+        params = {"question": params}
+    question = _get(params, "question")
+    if not isinstance(question, str) or not question.strip():
+        raise JsonRpcInvalidParams(f"{ASK_METHOD} expects {{question: string, textDocument?, position?}}")
+    doc = _get(params, "textDocument")
+    uri = _get(doc, "uri") if doc is not None else None
+    pos = _get(params, "position")
+    position = None
+    if pos is not None:
+        line, character = _get(pos, "line"), _get(pos, "character")
+        if not isinstance(line, int) or not isinstance(character, int):
+            raise JsonRpcInvalidParams(f"{ASK_METHOD}: position must be {{line, character}}")
+        position = types.Position(line=line, character=character)
+    return question.strip()[:MAX_QUESTION_CHARS], uri if isinstance(uri, str) else None, position
+
+
+def ground_answer(text: str, evidence: list[Evidence], root: Path) -> str:
+    """The model's answer with only the index's locations linked: its own links unlinked, `[n]` citations linked to
+    evidence n, and `path:line` mentions that no evidence covers flagged."""
+    text = _LINK.sub(lambda m: m.group(1), text)
+
+    def cite(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        if not 1 <= n <= len(evidence):
+            return f"[{n}: no such evidence]"
+        e = evidence[n - 1]
+        return f"[[{n}]]({e.path.as_uri()}#L{e.range[0][0] + 1})"
+
+    def mention(m: re.Match[str]) -> str:
+        line = int(m.group(2)) - 1
+        for e in evidence:
+            rel = e.path.relative_to(root).as_posix() if e.path.is_relative_to(root) else e.path.as_posix()
+            if rel.endswith(m.group(1)) and e.range[0][0] <= line <= e.range[1][0]:
+                return m.group(0)
+        return f"{m.group(0)} (not in the evidence)"
+
+    return _CITE.sub(cite, _MENTION.sub(mention, text)).strip()
+
+
+def _evidence_json(evidence: list[Evidence]) -> list[dict[str, Any]]:
+    out = []
+    for e in evidence:
+        (sl, sc), (el, ec) = e.range  # UTF-16 columns, as the index stores them
+        rng = {"start": {"line": sl, "character": sc}, "end": {"line": el, "character": ec}}
+        out.append({"kind": e.kind, "title": e.title, "uri": e.path.as_uri(), "range": rng, "text": e.text})
+    return out
+
+
+async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
+    question, uri, position = parse_params(params)
+    path = uri_to_path(uri) if uri is not None else None
+    lookup = question
+    if uri is not None and position is not None:
+        doc = ls.document(uri)
+        if (word := word_at(doc, ls.offset_of(doc, position))) is not None:
+            lookup = f"`{word.name}` {question}"  # the name at the cursor is what "this" means
+    index = ls.indexing.index_for(path)
+    indexes = [index] if index is not None else list(ls.indexing.indexes.values())
+    evidence: list[Evidence] = []
+    for idx in indexes:
+        found = await asyncio.to_thread(gather_evidence, idx, lookup, EVIDENCE_ITEMS, path)
+        evidence.extend(found[: EVIDENCE_ITEMS - len(evidence)])
+    root = indexes[0].root if indexes else Path("/")
+    status = ls.indexing.status()
+    note = f"*Note: {status}.*\n\n" if status else ""
+    evidence_md = render_evidence_markdown(evidence, root)
+    result: dict[str, Any] = {
+        "question": question, "evidence": _evidence_json(evidence), "status": status, "answer": None,
+        "generated": False,
+    }  # fmt: skip
+    if chat_template_of(ls.worker) is None:
+        result["model"] = "completion-only"
+        result["markdown"] = (
+            f"{note}The configured model ({ls.worker.describe()}) is a completion-only model: it has no chat "
+            f"template, so it cannot write an answer. This is what the repository index holds for the question:"
+            f"\n\n{evidence_md}"
+        )
+        return result
+    result["model"] = "instruction"
+    if not evidence:
+        result["markdown"] = f"{note}{evidence_md}"
+        return result
+    user = f"Evidence:\n\n{evidence_prompt(evidence, root)}\n\nQuestion: {question}"
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+    try:
+        completion = await chat(
+            ls.worker, ASK_KEY, messages, max_new_tokens=ls.options.ask_max_tokens,
+            time_budget_s=ls.options.ask_time_budget_ms / 1000.0,
+        )  # fmt: skip
+    except ValueError as e:
+        result["markdown"] = f"{note}No generated answer ({e}). The evidence:\n\n{evidence_md}"
+        return result
+    answer = ground_answer(completion.text, evidence, root) if completion is not None else ""
+    if not answer:
+        why = "superseded by a newer question" if completion is None else "the model wrote nothing"
+        result["markdown"] = f"{note}No generated answer ({why}). The evidence:\n\n{evidence_md}"
+        return result
+    result.update(answer=answer, generated=True)
+    result["markdown"] = (
+        f"{note}*Generated answer (written by the model from the evidence below; check it there):*\n\n{answer}"
+        f"\n\n**Evidence**\n\n{evidence_md}"
+    )
+    return result

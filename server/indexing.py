@@ -1,0 +1,347 @@
+"""The repository index as the server runs it: built in the background, kept current from the editor and the disk.
+
+On `initialized`, every workspace folder gets a `WorkspaceIndex` (server/index/), built on a thread of its own with
+`$/progress` ("indexing 1,234 files") when the client accepts server-initiated progress. Lookups (hover, ask, the
+completion prompt's context) work during the build and see what is indexed so far. Afterwards:
+
+- didOpen/didChange: the editor's text replaces the file's, re-extracted UPDATE_DELAY_S after the last change (one
+  parse per pause in typing, never per keystroke), on the index thread, never on the event loop; didSave at once;
+- didClose: back to the file on disk;
+- workspace/didChangeWatchedFiles (registered dynamically when the client supports it): created and changed files are
+  re-read, deleted ones dropped; a changed `.gitignore` starts an incremental build (only changed files are parsed).
+
+All index writes after the first build run on one thread (`waferline-index`), in the order the events arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from waferline.server.index.discovery import TEXT_LANGUAGES
+from waferline.server.index.workspace import WorkspaceIndex
+from waferline.server.syntax.context import Snippet
+from waferline.server.syntax.languages import EXTENSIONS
+from waferline.server.syntax.plan import CompletionPlan, line_bounds
+
+if TYPE_CHECKING:
+    from waferline.server.app import WaferlineServer
+
+log = logging.getLogger(__name__)
+
+UPDATE_DELAY_S = 0.3  # after the last didChange of a document, re-extract it
+PROGRESS_INTERVAL_S = 0.2  # at most this often a $/progress report
+WATCHER_ID = "waferline-watched-files"
+CONTEXT_SNIPPET_LINES = 8  # lines of a definition from another file shown to the model
+CONTEXT_MAX_DEFINITIONS = 6
+CONTEXT_CACHE_ENTRIES = 64
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LINE_COMMENT = {"python": "#", "lua": "--"}  # the other indexed languages use //
+_progress_ids = itertools.count(1)
+
+
+def uri_to_path(uri: str) -> Path | None:
+    """The file a `file:` URI names, or None for other schemes (untitled:, vscode-notebook-cell:...)."""
+    if not uri.startswith("file:"):
+        return None
+    fs = to_fs_path(uri)
+    return Path(fs) if fs else None
+
+
+def watched_globs() -> list[str]:
+    """What the client should watch: files of every indexed language, and .gitignore files."""
+    exts = sorted({e.lstrip(".") for e in (*EXTENSIONS, *TEXT_LANGUAGES)})
+    return ["**/*.{" + ",".join(exts) + "}", "**/.gitignore"]
+
+
+class Indexing:
+    """The server's indexes, one per workspace folder, and what keeps them current; see the module docstring."""
+
+    def __init__(self, ls: WaferlineServer) -> None:
+        self.ls = ls
+        self.indexes: dict[Path, WorkspaceIndex] = {}
+        self.building: dict[Path, tuple[int, int]] = {}  # folder -> (done, total) while its build runs
+        self._updates = ThreadPoolExecutor(max_workers=1, thread_name_prefix="waferline-index")
+        self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.generation = 0  # bumped after every index change: cached completion context older than it is stale
+        self._context: OrderedDict[tuple[Any, ...], list[Snippet]] = OrderedDict()
+
+    # -- starting and stopping -----------------------------------------------------------------------------------
+    def folders(self) -> list[Path]:
+        """The workspace folders the client named (or its root), as existing local directories."""
+        ws = self.ls.workspace
+        uris = [f.uri for f in ws.folders.values()] or ([ws.root_uri] if ws.root_uri else [])
+        out = []
+        for uri in uris:
+            path = uri_to_path(uri)
+            if path is None or not path.is_dir():
+                log.info("workspace folder %s is not a local folder: not indexed", uri)
+                continue
+            out.append(path.resolve())
+        return out
+
+    async def begin(self) -> None:
+        """On `initialized`: index the workspace folders and ask the client to report file changes."""
+        await self.start()
+        await self.register_watchers()
+
+    async def start(self, folders: list[Path] | None = None) -> None:
+        """Index the workspace folders in the background (on `initialized`, and for folders added later)."""
+        if not self.ls.options.index_workspace:
+            log.info("indexWorkspace is false: the workspace is not indexed")
+            return
+        self._loop = asyncio.get_running_loop()
+        todo = [f for f in (folders if folders is not None else self.folders()) if f not in self.indexes]
+        if not todo:
+            return
+        token = await self._create_progress()
+        for folder in todo:
+            self.building[folder] = (0, 0)
+        if token is not None:
+            self.ls.work_done_progress.begin(
+                token, types.WorkDoneProgressBegin(title="waferline", message="indexing: listing files", percentage=0)
+            )
+        thread = threading.Thread(target=self._build_all, args=(todo, token), name="waferline-index-build", daemon=True)
+        thread.start()
+
+    async def _create_progress(self) -> str | None:
+        window = self.ls.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
+        token = f"waferline-index-{next(_progress_ids)}"
+        try:
+            await self.ls.work_done_progress.create_async(token)
+        except Exception as e:  # a client that refuses the token: index without showing progress
+            log.warning("window/workDoneProgress/create refused (%s): indexing without progress", e)
+            return None
+        return token
+
+    def _open_index(self, folder: Path) -> WorkspaceIndex:
+        cache = self.ls.options.index_cache_dir
+        return WorkspaceIndex(folder, Path(cache).expanduser() if cache else None)
+
+    def _build_all(self, folders: list[Path], token: str | None) -> None:
+        """The build thread: open and build each folder's index in turn, reporting progress to the event loop."""
+        files = 0
+        started = time.perf_counter()
+        for folder in folders:
+            if self._stop.is_set():
+                break
+            try:
+                files += self._build_one(folder, token)
+            except (OSError, ValueError, RuntimeError) as e:
+                self._call_soon(self.ls.report, f"could not index {folder}: {e}")
+            except Exception as e:  # sqlite3.Error and what else a broken cache raises: report, keep serving
+                log.exception("indexing %s failed", folder)
+                self._call_soon(self.ls.report, f"could not index {folder}: {type(e).__name__}: {e}")
+            finally:
+                self.building.pop(folder, None)
+        news = f"indexed {files:,} files in {time.perf_counter() - started:.1f} s"
+        self._call_soon(self.ls.news, news)
+        if token is not None:
+            self._call_soon(self.ls.work_done_progress.end, token, types.WorkDoneProgressEnd(message=news))
+
+    def _build_one(self, folder: Path, token: str | None) -> int:
+        index = self._open_index(folder)
+        self.indexes[folder] = index  # lookups see what is indexed so far
+        self._call_soon(self._sync_open_documents, folder)
+        last = 0.0
+
+        def progress(done: int, total: int) -> None:
+            nonlocal last
+            self.building[folder] = (done, total)
+            now = time.perf_counter()
+            if token is not None and (now - last >= PROGRESS_INTERVAL_S or done == total):
+                last = now
+                pct = 100 * done // total if total else 100
+                report = types.WorkDoneProgressReport(message=f"indexing {total:,} files", percentage=pct)
+                self._call_soon(self.ls.work_done_progress.report, token, report)
+
+        report = index.build(progress=progress, should_cancel=self._stop.is_set)
+        self.generation += 1
+        return report.files
+
+    def _call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on the event loop: the LSP transport is not thread-safe."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    def close(self) -> None:
+        """Shutdown: stop a running build between files and drop queued updates."""
+        self._stop.set()
+        for handle in self._pending.values():
+            handle.cancel()
+        self._pending.clear()
+        self._updates.shutdown(wait=False, cancel_futures=True)
+
+    # -- lookups -------------------------------------------------------------------------------------------------
+    def index_for(self, path: Path | None) -> WorkspaceIndex | None:
+        """The index of the innermost workspace folder holding `path`."""
+        if path is None:
+            return None
+        real = path.resolve()
+        best = None
+        for folder, index in self.indexes.items():
+            if real.is_relative_to(folder) and (best is None or len(folder.parts) > len(best[0].parts)):
+                best = (folder, index)
+        return best[1] if best is not None else None
+
+    def status(self) -> str | None:
+        """A line saying the index is incomplete (still building, or off), or None when it is ready."""
+        if not self.ls.options.index_workspace:
+            return "the workspace index is off (indexWorkspace = false)"
+        if self.building:
+            done = sum(d for d, _ in self.building.values())
+            total = sum(t for _, t in self.building.values())
+            return f"the workspace is still being indexed ({done:,} of {total:,} files): results may be incomplete"
+        if not self.indexes:
+            return "no workspace folder is indexed (the client named no local folder)"
+        return None
+
+    # -- keeping current -----------------------------------------------------------------------------------------
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:  # a failed update leaves the previous rows: log it, keep the thread alive
+                log.exception("index update %s%s failed", getattr(fn, "__name__", fn), args[:1])
+            self.generation += 1
+
+        if not self._stop.is_set():
+            self._updates.submit(run)
+
+    def document_changed(self, uri: str, *, delay: float = UPDATE_DELAY_S) -> None:
+        """didOpen, didChange: re-extract the document's text once typing pauses."""
+        if self._loop is None or uri_to_path(uri) is None:
+            return
+        if (old := self._pending.pop(uri, None)) is not None:
+            old.cancel()
+        self._pending[uri] = self._loop.call_later(delay, self._flush, uri)
+
+    def document_saved(self, uri: str) -> None:
+        self.document_changed(uri, delay=0.0)
+
+    def _flush(self, uri: str) -> None:
+        self._pending.pop(uri, None)
+        doc = self.ls.documents.get(uri)
+        path = uri_to_path(uri)
+        index = self.index_for(path)
+        if doc is None or index is None or path is None:
+            return
+        self._submit(index.update_file, path, doc.text.text)
+
+    def document_closed(self, uri: str) -> None:
+        if (old := self._pending.pop(uri, None)) is not None:
+            old.cancel()
+        path = uri_to_path(uri)
+        if (index := self.index_for(path)) is not None and path is not None:
+            self._submit(index.close_file, path)
+
+    def _sync_open_documents(self, folder: Path) -> None:
+        """An index opened after documents were: give it their editor text."""
+        for uri in list(self.ls.documents):
+            path = uri_to_path(uri)
+            if path is not None and path.resolve().is_relative_to(folder):
+                self.document_changed(uri, delay=0.0)
+
+    def files_changed(self, params: types.DidChangeWatchedFilesParams) -> None:
+        """workspace/didChangeWatchedFiles: re-read created and changed files, drop deleted ones."""
+        rebuild: set[Path] = set()
+        for change in params.changes:
+            path = uri_to_path(change.uri)
+            index = self.index_for(path)
+            if index is None or path is None:
+                continue
+            if path.name == ".gitignore":
+                rebuild.add(index.root)
+            elif change.type == types.FileChangeType.Deleted:
+                self._submit(_remove_path, index, path)
+            else:
+                self._submit(index.refresh_file, path)
+        for root in rebuild:  # what is ignored changed: an incremental build re-lists the files
+            self._submit(self.indexes[root].build)
+
+    async def register_watchers(self) -> None:
+        """Ask the client to send workspace/didChangeWatchedFiles for indexed files, when it can register it."""
+        ws = self.ls.client_capabilities.workspace
+        caps = ws.did_change_watched_files if ws is not None else None
+        if not self.ls.options.index_workspace or caps is None or not caps.dynamic_registration:
+            return
+        watchers = [types.FileSystemWatcher(glob_pattern=g) for g in watched_globs()]
+        options = types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers)
+        reg = types.Registration(
+            id=WATCHER_ID, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
+        )
+        try:
+            await self.ls.client_register_capability_async(types.RegistrationParams(registrations=[reg]))
+        except Exception as e:  # the client refused: the index still follows open documents
+            log.warning("could not register file watchers (%s): files changed outside the editor are not seen", e)
+
+    # -- completion context --------------------------------------------------------------------------------------
+    def completion_context(self, uri: str) -> Callable[[str, CompletionPlan], list[Snippet]] | None:
+        """What inline.py calls for a document's completion prompt, or None when there is nothing to add."""
+        if not self.ls.options.repository_context:
+            return None
+        path = uri_to_path(uri)
+        index = self.index_for(path)
+        if index is None or path is None:
+            return None
+        return lambda text, plan: self.definition_snippets(index, path, text, plan)
+
+    def definition_snippets(self, index: WorkspaceIndex, path: Path, text: str, plan: CompletionPlan) -> list[Snippet]:
+        """Definitions from other files of the names used in the prompt's window, within `plan.context_budget`.
+
+        Names come from the window without the cursor's line, in document order: what the user is typing does not
+        change them, so the snippets (placed first in the prompt) stay the same keystroke after keystroke and the
+        engine's KV cache keeps them; they change when a line with a new name is finished.
+        """
+        line_start, line_end = line_bounds(text, plan.offset)
+        window = text[plan.prefix_start : line_start] + "\n" + text[line_end : plan.suffix_end]
+        names = tuple(dict.fromkeys(_WORD.findall(window)))
+        key = (str(path), self.generation, names, plan.context_budget)
+        if (hit := self._context.get(key)) is not None:
+            self._context.move_to_end(key)
+            return hit
+        snippets = []
+        budget = plan.context_budget
+        comment = _LINE_COMMENT.get(plan.language_id or "", "//")
+        for d in index.definitions_for_names(names, exclude_path=path, limit=CONTEXT_MAX_DEFINITIONS):
+            (start, _), (end, _) = d.range
+            lines = index.source_lines(d.path, start, min(end, start + CONTEXT_SNIPPET_LINES - 1))
+            rel = index.relative(d.path) or d.path.name
+            body = "\n".join(lines).rstrip()
+            snippet = f"{comment} {rel}\n{body}" + ("\n..." if end >= start + CONTEXT_SNIPPET_LINES else "")
+            if not body or len(snippet) + 1 > budget:
+                continue
+            budget -= len(snippet) + 1
+            snippets.append(Snippet("definition", snippet, path=str(d.path), start_line=start))
+        self._context[key] = snippets
+        while len(self._context) > CONTEXT_CACHE_ENTRIES:
+            self._context.popitem(last=False)
+        return snippets
+
+
+def _remove_path(index: WorkspaceIndex, path: Path) -> None:
+    """A deleted file, or a deleted folder: every indexed file under it goes."""
+    if index.remove_file(path):
+        return
+    probe = index.relative(path / "x.py")  # the folder's own name would not pass the language filter
+    if probe is None:
+        return
+    prefix = probe.removesuffix("x.py")
+    for known in [k for k in index.store.file_hashes() if k.startswith(prefix)]:
+        index.remove_file(index.root / known)
