@@ -160,3 +160,12 @@ def test_worker_answers_superseded_with_none() -> None:
             worker.close()
 
     asyncio.run(main())
+
+
+def test_every_option_is_documented() -> None:
+    """docs/configuration.md is the one list the editor clients mirror: it must name every option."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    missing = [name for name, _default, _type in options_table() if f"`{name}`" not in doc]
+    assert not missing, f"options missing from docs/configuration.md: {missing}"
