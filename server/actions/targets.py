@@ -186,7 +186,13 @@ def body_target(src: Source, fn: Node) -> Target | None:
         if not rest:  # only a docstring
             at = src.span(body)[1]
             return Target(COMPLETE_BODY, title, s_fn, e_fn, at, at, "\n" + src.indent_at(at), "", 40)
-        s, e = src.offset(rest[0].start_byte), src.span(body)[1]
+        # a comment before the first statement (`# TODO`) is the def's child, not the block's: it goes too
+        colon = next((c for c in fn.children if c.type == ":"), None)
+        comments = [
+            c for c in fn.children if c.type == "comment" and colon is not None and c.start_byte > colon.end_byte
+        ]
+        first = min([rest[0], *comments], key=lambda n: n.start_byte)
+        s, e = src.offset(first.start_byte), src.span(body)[1]
         return Target(COMPLETE_BODY, title, s_fn, e_fn, s, e, "", "", 40)
     if body is None:  # Lua `function f() end`: between the parameters and `end`
         params = fn.child_by_field_name("parameters")
@@ -248,7 +254,10 @@ def repair_target(src: Source, lo: int, hi: int) -> Target | None:
     for err in collect_errors(src.root, src.source, 64):
         if err.end_byte < lo or err.start_byte > hi:
             continue
-        node: Node | None = src.root.descendant_for_byte_range(err.start_byte, max(err.end_byte, err.start_byte))
+        # a zero-width MISSING token: the node that ends where it is missing (the smallest node at its byte could be
+        # the enclosing block)
+        lo_err = err.start_byte - 1 if err.start_byte == err.end_byte and err.start_byte > 0 else err.start_byte
+        node: Node | None = src.root.descendant_for_byte_range(lo_err, err.end_byte)
         while node is not None and node.parent is not None and node.parent.type not in src.grammar.containers:
             node = node.parent
         if node is None or node.parent is None:  # the whole file is one error: the lines around the error instead
@@ -288,7 +297,9 @@ def find_targets(src: Source, start: int, end: int) -> list[Target]:
         return []
     lo, hi = src.byte(start), src.byte(end)
     out: list[Target] = []
-    if src.root.has_error and (t := repair_target(src, lo, hi)) is not None:
+    line_end = src.text.find("\n", end)
+    line_lo, line_hi = src.byte(src.line_start(start)), src.byte(len(src.text) if line_end < 0 else line_end)
+    if src.root.has_error and (t := repair_target(src, line_lo, line_hi)) is not None:  # an error on these lines
         out.append(t)
     here = src.root.descendant_for_byte_range(lo, hi)
     fn = enclosing(here, src.grammar.functions)
