@@ -172,6 +172,11 @@ class WaferlineServer(LanguageServer):
         if doc is None:
             self.report(f"didChange for {params.text_document.uri}, which was never opened (ignored)")
             return
+        t0 = time.perf_counter()
+        self._apply_changes(doc, params)
+        self.stats.add_phases({"did_change": (time.perf_counter() - t0) * 1000.0})
+
+    def _apply_changes(self, doc: Document, params: types.DidChangeTextDocumentParams) -> None:
         for change in params.content_changes:
             self.stats.keystrokes += 1
             if isinstance(change, types.TextDocumentContentChangePartial):
@@ -233,11 +238,12 @@ class WaferlineServer(LanguageServer):
         doc = self.document(uri)
         offset = self.offset_of(doc, position)
         text, version = doc.text.text, doc.text.version
+        timings: dict[str, float] = {}
         try:
             s = await suggest(
                 self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
                 offset=offset, syntax=doc.syntax, cache=doc.cache, explicit=explicit,
-                repository=self.indexing.completion_context(doc.uri),
+                repository=self.indexing.completion_context(doc.uri), timings=timings,
             )  # fmt: skip
         except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
             self.stats.cancelled += 1
@@ -247,6 +253,8 @@ class WaferlineServer(LanguageServer):
             self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
             return None
         self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
+        if s is not None and s.source == "model":
+            self.stats.add_phases(timings)
         if s is not None and doc.text.version != version:
             s = None  # typed on while the model ran: the answer is cached for the next request, not shown here
         if s is None:

@@ -53,6 +53,7 @@ def summarize(session: Any) -> dict[str, Any]:
         "new_tokens_total": st.get("new_tokens_total"),
         "decode_tok_s": st.get("decode_tok_s"),
         "wall_s": round(session.wall_s, 2),
+        "phase_ms_p50": st.get("phase_ms_p50"),  # in the server, per model answer: where the milliseconds go
     }
     for q in (50, 95, 99):
         out[f"latency_ms_p{q}"] = _round(percentile(lat, q))

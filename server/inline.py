@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -121,11 +122,15 @@ class Superseded(Exception):
 async def suggest(
     worker: Worker, options: Options, *, session_id: str, language_id: str, text: str, offset: int,
     syntax: SyntaxTree, cache: SuggestionCache, explicit: bool, repository: RepositoryContext | None = None,
+    timings: dict[str, float] | None = None,
 ) -> Suggestion | None:  # fmt: skip
     """The suggestion at `offset` of `text` (a snapshot: the document may change while the model runs), or None.
 
-    Raises Superseded when a newer request for the document replaced this one.
+    Raises Superseded when a newer request for the document replaced this one. `timings` receives where the
+    milliseconds went: plan (incremental parse + plan), context, queue, prefill, decode, finish.
     """
+    ms = timings if timings is not None else {}
+    t = time.perf_counter()
     reason = skip_reason(text, options)
     if reason is not None:
         log.debug("no completion: %s", reason)
@@ -133,15 +138,20 @@ async def suggest(
     if options.typed_through_cache and (hit := cache.lookup(text, offset)) is not None:
         return hit
     plan = plan_completion(text, offset, language_id, syntax, explicit=explicit)
+    ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
     if not plan.complete:
         log.debug("no completion: %s", plan.reason)
         return None
     if repository is not None:  # index lookups: off the event loop
         plan.context[:0] = await asyncio.to_thread(repository, text, plan)
+        ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
     completion = await worker.complete(edit_request(session_id, plan, options))
     if completion is None:
         raise Superseded
+    ms.update(queue=completion.queue_s * 1000, prefill=completion.prefill_s * 1000, decode=completion.decode_s * 1000)
+    t = time.perf_counter()
     finished = finish_completion(text, offset, language_id, completion.text, plan)
+    ms["finish"] = (time.perf_counter() - t) * 1000
     if finished is None or not finished.insert_text:
         log.debug("model output %r dropped (stop %s)", completion.text, completion.stop_reason)
         return None

@@ -46,6 +46,8 @@ class Stats:
     decode_s_total: float = 0.0
     prefill_s_total: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+    # where the milliseconds of a model answer go: did_change, plan, context, queue, prefill, decode, finish
+    phases_ms: dict[str, list[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_latency(self, ms: float) -> None:
@@ -53,6 +55,14 @@ class Stats:
             self.latencies_ms.append(ms)
             if len(self.latencies_ms) > MAX_LATENCIES:
                 del self.latencies_ms[: len(self.latencies_ms) - MAX_LATENCIES]
+
+    def add_phases(self, timings: dict[str, float]) -> None:
+        with self._lock:
+            for name, ms in timings.items():
+                values = self.phases_ms.setdefault(name, [])
+                values.append(ms)
+                if len(values) > MAX_LATENCIES:
+                    del values[: len(values) - MAX_LATENCIES]
 
     def add_generation(
         self, *, prompt_tokens: int, prefilled_tokens: int, new_tokens: int, prefill_s: float, decode_s: float
@@ -79,6 +89,7 @@ class Stats:
             }  # fmt: skip
             decode_s = self.decode_s_total
             new_tokens = self.new_tokens_total
+            phases = {name: list(values) for name, values in self.phases_ms.items()}
         reused = out["prompt_tokens_total"] - out["prefilled_tokens_total"]
         out["kv_reuse"] = round(reused / out["prompt_tokens_total"], 4) if out["prompt_tokens_total"] else None
         out["decode_tok_s"] = round(new_tokens / decode_s, 1) if decode_s > 0 else None
@@ -86,4 +97,5 @@ class Stats:
             p = percentile(lat, q)
             out[f"latency_ms_p{q}"] = round(p, 2) if p is not None else None
         out["latency_samples"] = len(lat)
+        out["phase_ms_p50"] = {name: round(percentile(v, 50) or 0.0, 2) for name, v in phases.items()}
         return out
