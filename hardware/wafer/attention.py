@@ -90,12 +90,13 @@ def attend(lay: KVLayout, keys: Tensor, values: Tensor, q: Tensor, start: int) -
 
 
 @functools.lru_cache(maxsize=16384)
-def attend_cost(spec: WaferSpec, dtype: torch.dtype, lay: KVLayout, heads: int, tokens: int, end: int) -> Cost:
-    """Phases of one attention call for `tokens` queries ending at position `end` (the live length after writing)."""
+def attend_cost(spec: WaferSpec, dtype: torch.dtype, lay: KVLayout, heads: int, tokens: int, slots: int) -> Cost:
+    """Phases of one attention call for `tokens` queries over `slots` live slots per tile row (lay.live_slots of
+    the length after writing: the cost changes once every `rows` positions, so it is cached by slots)."""
     e, t = elem_size(dtype), tokens
     R, C, f = lay.rows, lay.cols, lay.f
     G = heads // lay.kv_heads
-    S = lay.live_slots(end)
+    S = slots
     per_row = -(-t // R)  # new positions landing on the busiest row
     write = phase(
         "kv_write",

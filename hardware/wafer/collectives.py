@@ -53,28 +53,32 @@ def reach(span: int) -> int:
 
 
 # -- the numbers ---------------------------------------------------------------------------------------------------
-def _arm_sum(t: Tensor, dim: int) -> Tensor:
-    """Sum one arm (its tiles ordered from the root outwards) with the two-level tree: groups of K, then leaders."""
-    n = t.shape[dim]
-    k = tree_group(n + 1)  # the arm's tiles plus the root
-    if k > n or k <= 1:
-        return t.sum(dim)
-    groups, tail = divmod(n, k)
-    full = t.narrow(dim, 0, groups * k).unflatten(dim, (groups, k)).sum(dim + 1)  # (..., groups, ...)
-    if tail:
-        full = torch.cat([full, t.narrow(dim, groups * k, tail).sum(dim, keepdim=True)], dim)  # ragged last group
-    return full.sum(dim)
+@functools.lru_cache(maxsize=1024)
+def _groups(span: int) -> tuple[Tensor, int]:
+    """Which first-level group each tile of a line belongs to: the root alone is group 0; each arm, counted from
+    the root outwards, in groups of K = tree_group(arm + 1). Returns (group id per tile, number of groups)."""
+    r = root(span)
+    ids = [0] * span
+    n = 1
+    for direction, length in ((1, span - 1 - r), (-1, r)):
+        k = tree_group(length + 1)
+        for step in range(1, length + 1):
+            ids[r + direction * step] = n + (step - 1) // k
+        n += -(-length // k)
+    return torch.tensor(ids), n
 
 
 def tree_sum(t: Tensor, dim: int) -> Tensor:
-    """Sum `t` over `dim` as the mesh does: each arm by its two-level tree, then both arms into the root's value."""
+    """Sum `t` over `dim` as the mesh does: every group of each arm sums into its leader (first level), then the
+    leaders' sums into the root (second level)."""
     span = t.shape[dim]
     if span <= 2:
         return t.sum(dim)
-    r = root(span)
-    before = t.narrow(dim, 0, r).flip(dim)  # the short arm, ordered from the root outwards
-    after = t.narrow(dim, r + 1, span - r - 1)
-    return t.select(dim, r) + _arm_sum(after, dim) + _arm_sum(before, dim)
+    ids, n = _groups(span)
+    shape = list(t.shape)
+    shape[dim] = n
+    leaders = t.new_zeros(shape).index_add_(dim, ids.to(t.device), t)  # (..., groups, ...): level 1
+    return leaders.sum(dim)  # level 2
 
 
 def _merge(m: Tensor, den: Tensor, o: Tensor, dim: int, k: int) -> tuple[Tensor, Tensor, Tensor]:

@@ -186,7 +186,8 @@ class WaferDevice:
         alloc = _alloc(kv)
         lay = alloc.layout
         assert isinstance(lay, KVLayout), "not a KV cache of this device"
-        self._charge("attend", attention.attend_cost(self.spec, self.dtype, lay, heads, T, start + T))
+        cost = attention.attend_cost(self.spec, self.dtype, lay, heads, T, lay.live_slots(start + T))
+        self._charge("attend", cost)
         if self.analytic:
             return self._shaped(T, heads * q.shape[2])
         keys, values = attention.kv_tensors(alloc, layer)
