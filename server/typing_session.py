@@ -176,7 +176,9 @@ class TypingClient:
 
     async def stats(self) -> dict[str, Any]:
         result = await self.client.protocol.send_request_async("waferline/stats", {})
-        return dict(result._asdict()) if hasattr(result, "_asdict") else dict(result)
+        plain = _plain(result)
+        assert isinstance(plain, dict), f"waferline/stats answered {result!r}"
+        return plain
 
     async def wait_for_engine(self, timeout_s: float = 300.0) -> None:
         """Until the server has its model loaded: loading is not typing latency."""
@@ -251,6 +253,17 @@ async def type_script(
     finally:
         await typist.stop()
     return s
+
+
+def _plain(value: Any) -> Any:
+    """pygls hands custom results over as namedtuple-like Objects, nested: back to dicts and lists."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 async def _answer(typist: TypingClient, s: Session, req: Request, notify: Callable[[Session], None]) -> None:
