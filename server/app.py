@@ -24,9 +24,20 @@ from pygls.protocol.json_rpc import JsonRPCNotification
 
 from waferline.server.hover import SummaryCache
 from waferline.server.indexing import Indexing
-from waferline.server.inline import Suggestion, SuggestionCache, Superseded, precompute_next, suggest
+from waferline.server.inline import (
+    RecentEdit,
+    RepositoryContext,
+    Suggestion,
+    SuggestionCache,
+    Superseded,
+    precompute_next,
+    recent_edit_snippets,
+    suggest,
+)  # fmt: skip
 from waferline.server.options import Options, parse_options
 from waferline.server.stats import Stats
+from waferline.server.syntax.context import Snippet
+from waferline.server.syntax.plan import CompletionPlan
 from waferline.server.syntax.tree import SyntaxTree
 from waferline.server.text import PositionError, TextDocument
 from waferline.server.worker import Completer, Worker, build_completer
@@ -44,6 +55,8 @@ class Document:
     text: TextDocument
     syntax: SyntaxTree
     cache: SuggestionCache
+    edited_line: int | None = None  # where the last change started, and when: for other documents' prompts
+    edited_at: float = 0.0
 
     @property
     def session_id(self) -> str:
@@ -188,6 +201,7 @@ class WaferlineServer(LanguageServer):
                     self.report(f"refused an edit of {doc.uri}: {e}; the document may now differ from the editor's")
                     return
                 doc.syntax.apply(edit)
+                doc.edited_line, doc.edited_at = r.start.line, time.monotonic()
             else:
                 doc.text.apply_change(None, change.text, params.text_document.version)
                 doc.syntax.replace(change.text)
@@ -243,7 +257,7 @@ class WaferlineServer(LanguageServer):
             s = await suggest(
                 self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
                 offset=offset, syntax=doc.syntax, cache=doc.cache, explicit=explicit,
-                repository=self.indexing.completion_context(doc.uri), timings=timings,
+                repository=self._context_for(doc), timings=timings,
             )  # fmt: skip
         except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
             self.stats.cancelled += 1
@@ -267,10 +281,29 @@ class WaferlineServer(LanguageServer):
             self._spawn(self._precompute(doc, text, s))
         return doc, s
 
+    def _context_for(self, doc: Document) -> RepositoryContext:
+        """Context from outside the document for its prompt: definitions from the repository index, then the
+        regions recently edited in other open documents, within what the plan leaves (plan.context_budget)."""
+        definitions = self.indexing.completion_context(doc.uri)
+        edits = [
+            RecentEdit(
+                other.uri.rsplit("/", 1)[-1], other.language_id, other.text.text, other.edited_line, other.edited_at
+            )
+            for other in self.documents.values()
+            if other is not doc and other.edited_line is not None
+        ]  # snapshots taken here, on the event loop: the lookup itself runs on a helper thread
+
+        def context(text: str, plan: CompletionPlan) -> list[Snippet]:
+            found = definitions(text, plan) if definitions is not None else []
+            budget = plan.context_budget - sum(len(s.text) + 1 for s in found)
+            return found + recent_edit_snippets(edits, doc.language_id, budget, time.monotonic())
+
+        return context
+
     async def _precompute(self, doc: Document, text: str, shown: Suggestion) -> None:
         done = await precompute_next(
             self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
-            shown=shown, cache=doc.cache, repository=self.indexing.completion_context(doc.uri),
+            shown=shown, cache=doc.cache, repository=self._context_for(doc),
         )  # fmt: skip
         if done:
             self.stats.precomputed += 1

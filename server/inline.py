@@ -84,6 +84,40 @@ class SuggestionCache:
         self._entries.clear()
 
 
+RECENT_EDIT_DOCS = 2  # other open documents whose last edited region goes into the prompt
+RECENT_EDIT_LINES = 6  # lines kept on each side of that edit
+RECENT_EDIT_MAX_AGE_S = 600.0
+LINE_COMMENT = {"python": "#", "lua": "--"}  # the other grammars' languages use //
+
+
+@dataclass(frozen=True)
+class RecentEdit:
+    """Where another open document was last edited: a snapshot taken on the event loop."""
+
+    path: str
+    language_id: str
+    text: str
+    line: int
+    at: float  # time.monotonic() of the edit
+
+
+def recent_edit_snippets(edits: list[RecentEdit], language_id: str, budget: int, now: float) -> list[Snippet]:
+    """The regions most recently edited in other open documents of the same language, newest first, within `budget`
+    characters: what the developer was just working on is often what they are about to use. They do not change
+    while the user types in this document, so the KV cache keeps them."""
+    out: list[Snippet] = []
+    fresh = [e for e in edits if e.language_id == language_id and now - e.at <= RECENT_EDIT_MAX_AGE_S]
+    for e in sorted(fresh, key=lambda e: e.at, reverse=True)[:RECENT_EDIT_DOCS]:
+        lines = e.text.splitlines()
+        first = max(0, e.line - RECENT_EDIT_LINES)
+        body = "\n".join(lines[first : e.line + RECENT_EDIT_LINES + 1]).rstrip()
+        text = f"{LINE_COMMENT.get(language_id, '//')} {e.path} (recently edited)\n{body}"
+        if body.strip() and len(text) + 1 <= budget:
+            budget -= len(text) + 1
+            out.append(Snippet("recent_edit", text, path=e.path, start_line=first))
+    return out
+
+
 def skip_reason(text: str, options: Options) -> str | None:
     """Why this document gets no completions at all (it is still kept in sync), or None."""
     if not options.enable:

@@ -169,3 +169,22 @@ def test_every_option_is_documented() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     missing = [name for name, _default, _type in options_table() if f"`{name}`" not in doc]
     assert not missing, f"options missing from docs/configuration.md: {missing}"
+
+
+def test_recent_edits_of_other_documents_newest_first_within_budget() -> None:
+    from waferline.server.inline import RecentEdit, recent_edit_snippets
+
+    text = "\n".join(f"line {i}" for i in range(40))
+    edits = [
+        RecentEdit("old.py", "python", text, 5, at=100.0),
+        RecentEdit("new.py", "python", text, 20, at=200.0),
+        RecentEdit("other.js", "javascript", text, 3, at=300.0),
+        RecentEdit("stale.py", "python", text, 3, at=-1000.0),
+    ]
+    snippets = recent_edit_snippets(edits, "python", budget=10_000, now=250.0)
+    assert [s.path for s in snippets] == ["new.py", "old.py"], "same language, fresh, newest first"
+    assert (
+        snippets[0].text.startswith("# new.py") and "line 20" in snippets[0].text and "line 27" not in snippets[0].text
+    )
+    assert recent_edit_snippets(edits, "python", budget=len(snippets[0].text) + 1, now=250.0)[0].path == "new.py"
+    assert recent_edit_snippets(edits, "python", budget=10, now=250.0) == []
