@@ -25,7 +25,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from waferline.server.hover import word_at
 from waferline.server.index.ask import Evidence, evidence_prompt, gather_evidence, render_evidence_markdown
 from waferline.server.indexing import uri_to_path
-from waferline.server.model_tasks import ASK_KEY, chat, chat_template_of
+from waferline.server.model_tasks import ASK_KEY, chat, chat_template_of, engine_settled
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
@@ -120,6 +120,7 @@ async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
         "question": question, "evidence": _evidence_json(evidence), "status": status, "answer": None,
         "generated": False,
     }  # fmt: skip
+    await engine_settled(ls.worker)
     if chat_template_of(ls.worker) is None:
         result["model"] = "completion-only"
         result["markdown"] = (

@@ -85,6 +85,12 @@ def read_chat_template(model_dir: Path) -> ChatTemplate | None:
     return ChatTemplate(source, _token_text(config.get("bos_token")), _token_text(config.get("eos_token")))
 
 
+async def engine_settled(worker: Worker) -> None:
+    """Wait until the engine's first load has ended, either way: until then, whether the model can follow
+    instructions is not known. (The worker's own requests wait on the same event.)"""
+    await worker._loaded_once.wait()
+
+
 def chat_template_of(worker: Worker) -> ChatTemplate | None:
     """The loaded model's chat template; None for a completion-only model, the test double, or no model."""
     loaded = getattr(worker.completer, "loaded", None)
@@ -163,6 +169,7 @@ async def chat(
 ) -> Completion | None:  # fmt: skip
     """Generate the assistant's reply to `messages`; None when superseded or cancelled, ValueError without a
     chat template. Runs on the worker thread in the KV session `key`."""
+    await engine_settled(worker)
     template = chat_template_of(worker)
     if template is None:
         raise ValueError("the model has no chat template")

@@ -27,7 +27,7 @@ from tree_sitter import Node
 from waferline.server.actions.check import new_syntax_error
 from waferline.server.actions.targets import COMPLETE_BODY, DOCSTRING, REGENERATE, REPAIR, REWRITE, Source, Target
 from waferline.server.inline import prompt_prefix
-from waferline.server.model_tasks import action_key, chat, chat_template_of, infill
+from waferline.server.model_tasks import action_key, chat, chat_template_of, engine_settled, infill
 from waferline.server.syntax.languages import parser_for
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import finish_completion, should_stop
@@ -63,6 +63,7 @@ async def compute(
         fixed = await asyncio.to_thread(insert_missing_tokens, src, target)
         if fixed is not None:
             return fixed
+    await engine_settled(ls.worker)
     if target.kind == REWRITE or (target.kind == REPAIR and chat_template_of(ls.worker) is not None):
         outcome = await _chat_rewrite(ls, uri, src, target, instruction)
     elif target.kind == DOCSTRING:
