@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
 from waferline.engine.model import ModelArgs, Transformer, hf_weight_names, hf_weight_shape, init_random
-from waferline.hardware import open_device
+from waferline.hardware import Device, open_device
 from waferline.hardware.wafer import WaferDevice, WaferOutOfMemory
 
 
@@ -53,6 +51,7 @@ def test_analytic_counters_equal_numeric_counters(spec, preset):
 def test_registry_builds_a_wafer_device_with_options():
     device = open_device("wafer", dtype=torch.float16, spec="wse-2", analytic=True)
     assert isinstance(device, WaferDevice) and device.spec.name == "wse-2" and device.dtype == torch.float16
+    assert isinstance(device, Device)  # every method of the seam
 
 
 def project(preset: str, spec: str, dtype: torch.dtype, context: int) -> WaferDevice:
@@ -68,12 +67,9 @@ def project(preset: str, spec: str, dtype: torch.dtype, context: int) -> WaferDe
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_an_8b_model_on_a_full_wse3_projects_in_well_under_a_second(dtype):
-    project("llama-3.1-8b", "wse-3", dtype, 16)  # once for torch's one-time imports (torch._dynamo, on meta cat)
-    start = time.perf_counter()
+def test_an_8b_model_on_a_full_wse3_is_projected_from_shapes(dtype):
+    """No weights exist and nothing is computed (how fast: docs/benchmarks.md)."""
     device = project("llama-3.1-8b", "wse-3", dtype, 4096)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 3.0, f"projection took {elapsed:.2f}s"  # ~0.5 s on a loaded 2-core machine, most of it rope
     report = device.report()
     counts = device.counters()
     assert counts["tiles_used"] == device.spec.tiles  # every tile holds a share of every matrix
