@@ -22,7 +22,7 @@ from typing import Any
 
 from waferline.engine.generate_cli import DTYPE_CHOICES
 
-STREAM_BYTES = 128 * 2**20  # bandwidth probe: larger than the last-level cache, so it measures memory
+STREAM_MB = 128  # bandwidth probe: larger than the last-level cache (32 MB here), so it measures memory
 STREAM_IN = 4096  # the probe matrix's input width
 
 
@@ -35,10 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-tokens", type=int, default=128, help="prompt length (default: 128)")
     parser.add_argument("--new-tokens", type=int, default=128, help="tokens to decode per run (default: 128)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs; best and median are reported (default: 5)")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: 1 below 50M parameters, else all cores but one)",
+    )
     parser.add_argument("--compare-hf", action="store_true", help="also time transformers generate() on the weights")
     parser.add_argument(
         "--hf-dtype", default=None, help="dtype for transformers (default: --dtype; float32 when --dtype is int8)"
+    )
+    parser.add_argument(
+        "--stream-mb", type=int, default=STREAM_MB, help=f"bandwidth probe size in MiB (default: {STREAM_MB})"
     )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
@@ -46,13 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from waferline.engine.generate_cli import load
+    from waferline.engine.generate_cli import load, set_threads
 
-    for flag in ("prompt_tokens", "new_tokens", "repeats"):
+    for flag in ("prompt_tokens", "new_tokens", "repeats", "stream_mb"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     load_avg = os.getloadavg()[0]
     log = _Log(quiet=False)
     log(f"loading {args.model or 'the default model'} ({args.backend}, {args.dtype})")
@@ -60,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args.model, backend=args.backend, dtype=args.dtype)
     load_s = time.perf_counter() - t0
     margs = loaded.args
+    set_threads(args.threads, margs.n_params)
     if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
         raise ValueError(
             f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     log(f"timing {args.repeats} runs of {args.prompt_tokens} prompt + {args.new_tokens} new tokens")
     ours = time_engine(loaded.model, prompt, args.new_tokens, args.repeats)
     log("measuring weight-streaming bandwidth")
-    stream = stream_bandwidth(args.dtype, "cuda" if args.backend == "cuda" else "cpu")
+    stream = stream_bandwidth(args.dtype, "cuda" if args.backend == "cuda" else "cpu", args.stream_mb << 20)
     per_token = weight_bytes_per_token(margs, args.dtype)
     report: dict[str, Any] = {
         "model": loaded.name,
@@ -91,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         "stream_gb_s": stream["stream_gb_s"],
         "read_gb_s": stream["read_gb_s"],
         "roofline_tok_s": stream["stream_gb_s"] * 1e9 / per_token,
+        "read_roofline_tok_s": stream["read_gb_s"] * 1e9 / per_token,  # if matvec streamed as fast as a plain read
         "load_s": load_s,
         "load_avg_1m": load_avg,
     }
@@ -153,8 +161,8 @@ def weight_bytes_per_token(margs: Any, dtype: str) -> int:
     return margs.n_layers * per_layer + d * act + head + d * act
 
 
-def stream_bandwidth(dtype: str, device: str) -> dict[str, float]:
-    """GB/s of a (1, 4096) x (4096, N) product over a 128 MiB weight, through the torch backend's `linear` for
+def stream_bandwidth(dtype: str, device: str, nbytes: int = STREAM_MB << 20) -> dict[str, float]:
+    """GB/s of a (1, 4096) x (4096, N) product over an `nbytes` weight, through the torch backend's `linear` for
     this dtype (the call decode makes), best of 3; and of a plain sum over the same bytes (memory's read speed)."""
     import torch
 
@@ -164,7 +172,7 @@ def stream_bandwidth(dtype: str, device: str) -> dict[str, float]:
     act = torch.bfloat16 if dtype == "int8" else getattr(torch, dtype)
     dev = open_device(device, dtype=act, weights=weights)
     elem = 1 if dtype == "int8" else act.itemsize
-    n_out = STREAM_BYTES // (STREAM_IN * elem)
+    n_out = nbytes // (STREAM_IN * elem)
     w = dev.place("bandwidth-probe", torch.randn(n_out, STREAM_IN, dtype=torch.float32).to(act), role="linear")
     x = torch.randn(1, STREAM_IN, dtype=act, device=device)
     nbytes = n_out * STREAM_IN * elem

@@ -207,3 +207,50 @@ def test_sample_respects_the_nucleus() -> None:
     assert {sample(logits, temperature=1.0, top_p=0.9, generator=g) for _ in range(50)} == {0, 1}
     assert {sample(logits, temperature=1.0, top_p=0.5, generator=g) for _ in range(50)} == {0}  # 0 alone has 0.52
     assert sample(logits) == 0
+
+
+# -- the commands -------------------------------------------------------------------------------------------------------
+def test_generate_command_prints_the_completion_and_the_speed(capsys: pytest.CaptureFixture[str]) -> None:
+    from waferline.server.cli import main
+
+    assert main(["generate", "--model", "tiny", "--prompt", "def f(x):", "--max-tokens", "5", "--threads", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("def f(x):")
+    assert "5 new tokens" in err and "tok/s" in err and "random weights" in err
+
+
+def test_generate_command_reports_a_prompt_too_long_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from waferline.server.cli import main
+
+    assert main(["generate", "--model", "tiny", "--prompt", "x = 1\n" * 2000, "--max-tokens", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "prompt too long" in err and "2048" in err
+
+
+def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from waferline.server.cli import main
+
+    argv = ["bench", "--model", "tiny", "--dtype", "int8", "--prompt-tokens", "8", "--new-tokens", "4"]
+    assert main([*argv, "--repeats", "1", "--stream-mb", "4", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("model", "params", "dtype", "backend", "prompt_tokens", "new_tokens", "prefill_tok_s", "decode_tok_s"):
+        assert key in report
+    assert report["dtype"] == "int8" and report["new_tokens"] == 4 and report["threads"] == 1
+    assert report["decode_tok_s"] > 0 and report["ms_per_token"] > 0 and report["roofline_tok_s"] > 0
+    assert report["weight_bytes_per_token"] < report["params"] * 1.1  # int8: about a byte per weight read
+
+
+@pytest.mark.slow  # imports transformers (several seconds)
+def test_bench_builds_the_same_weights_in_transformers() -> None:
+    from waferline.engine.bench import hf_model
+    from waferline.engine.checkpoint import load_model
+
+    loaded = load_model("tiny")
+    hf = hf_model(loaded, torch.float32)
+    ids = torch.tensor([PROMPT])
+    with torch.inference_mode():
+        theirs = hf(ids).logits[0]
+        ours = loaded.model.forward(ids[0], loaded.model.open_cache(64), 0, last_only=False)
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
