@@ -209,7 +209,7 @@ def test_sample_respects_the_nucleus() -> None:
     assert sample(logits) == 0
 
 
-# -- the commands -------------------------------------------------------------------------------------------------------
+# -- the commands ------------------------------------------------------------------------------------------------------
 def test_generate_command_prints_the_completion_and_the_speed(capsys: pytest.CaptureFixture[str]) -> None:
     from waferline.server.cli import main
 
