@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class Completer(Protocol):
     def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion: ...
     def drop_session(self, session_id: str) -> None: ...
     def describe(self) -> str: ...
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        """How many characters of prompt text fit the model's context with `max_new_tokens` to spare (None: any)."""
+        ...
 
 
 # fn(should_cancel) -> result. should_cancel() turns True when the job is superseded, cancelled or (for idle jobs)
@@ -203,6 +207,10 @@ def _resolve(future: Future[Any], result: Any = None, *, exception: BaseExceptio
         pass  # cancelled by the awaiting side, which has answered the client already
 
 
+FIM_OVERHEAD_TOKENS = 8  # control tokens of a FIM prompt, and a margin
+CONTEXT_SAFETY = 0.85  # code denser than the sample (long identifiers, Unicode) takes more tokens per character
+
+
 class ModelCompleter:
     """The real engine: an EditRequest becomes a FIM prompt (suffix-prefix-middle for models trained on it, so a
     keystroke only appends tokens), generated in the document's KV session, which keeps every shared prefix."""
@@ -215,6 +223,8 @@ class ModelCompleter:
                 f"model {loaded.name} has no fill-in-the-middle tokens; waferline needs a FIM-trained model"
             )
         self.loaded = loaded
+        sample = Path(__file__).read_text(encoding="utf-8")  # code, to measure this tokenizer's characters per token
+        self.chars_per_token = len(sample) / max(len(loaded.tokenizer.encode(sample)), 1)
         self.pool = SessionPool(
             loaded.model, max_bytes=kv_cache_bytes, max_tokens_per_session=max_tokens_per_session
         )  # sessions' caches together stay under kv_cache_bytes: least recently used documents are evicted
@@ -239,6 +249,12 @@ class ModelCompleter:
         request = EditRequest(session_id="__warm_up__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4)
         self.complete(request, lambda: False)
         self.pool.drop("__warm_up__")
+
+    def context_chars(self, max_new_tokens: int) -> int:
+        """Characters of prompt text that fit the context, so the server's plan sizes its window to the model and
+        the prompt never has to be cut here (a cut that moved with every keystroke would defeat the KV cache)."""
+        room = self.pool.max_tokens_per_session - max_new_tokens - FIM_OVERHEAD_TOKENS
+        return max(int(room * self.chars_per_token * CONTEXT_SAFETY), 256)
 
     def describe(self) -> str:
         lm = self.loaded

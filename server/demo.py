@@ -21,7 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
     parser.add_argument("--file", type=Path, help="Python file to type into (default: colorsys.py of the stdlib)")
-    parser.add_argument("--cps", type=float, default=12.0, help="typing speed in characters per second (default 12)")
+    parser.add_argument(
+        "--cps",
+        type=float,
+        default=12.0,
+        help="keys per second within a word (default 12; pauses after words and lines are longer)",
+    )
     parser.add_argument("--log-file", help="the server's log file")
 
 

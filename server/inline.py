@@ -149,6 +149,12 @@ def edit_request(session_id: str, plan: CompletionPlan, options: Options) -> Edi
     )
 
 
+def window(worker: Worker, options: Options) -> dict[str, int]:
+    """The plan's context size for the loaded model: what its context holds beside the tokens to generate."""
+    chars = worker.context_chars(max(options.max_tokens, options.max_multiline_tokens))
+    return {} if chars is None else {"max_context_chars": chars}
+
+
 class Superseded(Exception):
     """A newer request for the same document took this one's place; the client gets an empty answer."""
 
@@ -171,7 +177,7 @@ async def suggest(
         return None
     if options.typed_through_cache and (hit := cache.lookup(text, offset)) is not None:
         return hit
-    plan = plan_completion(text, offset, language_id, syntax, explicit=explicit)
+    plan = plan_completion(text, offset, language_id, syntax, explicit=explicit, **window(worker, options))
     ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
     if not plan.complete:
         log.debug("no completion: %s", plan.reason)
@@ -205,7 +211,8 @@ async def precompute_next(
 
     def plan_after() -> CompletionPlan:
         # A tree of the text as it would be after the accept: parsed on a helper thread, off the event loop.
-        plan = plan_completion(after, cursor, language_id, SyntaxTree(language_id, after), explicit=False)
+        tree = SyntaxTree(language_id, after)
+        plan = plan_completion(after, cursor, language_id, tree, explicit=False, **window(worker, options))
         if plan.complete and repository is not None:
             plan.context[:0] = repository(after, plan)
         return plan

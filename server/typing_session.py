@@ -44,6 +44,9 @@ def scale(rgb, factor):
     r, g, b = rgb
     return (clamp(r * factor, 0.0, 1.0), clamp(g * factor, 0.0, 1.0), clamp(b * factor, 0.0, 1.0))
 """
+# A typist's rhythm: the base interval (1 / chars_per_s) after most keys, longer after a word or a line, where
+# people pause to think (and where ghost text is most useful).
+PAUSE_AFTER = {" ": 2.0, "\n": 6.0, ":": 3.0, ",": 2.0, "(": 1.5, ")": 1.5}
 SOURCE_FILE = "colorsys.py"  # a real, small, permissively licensed module of the interpreter's standard library
 
 
@@ -223,7 +226,7 @@ async def type_script(
         await typist.request(s, first)
         s.first_request_ms = first.latency_ms
         pending: set[asyncio.Task[None]] = set()
-        t0 = time.perf_counter()
+        t0 = due = time.perf_counter()
         i = 0
         while i < len(script):
             typist.insert(s, script[i])
@@ -236,7 +239,8 @@ async def type_script(
             pending.add(task)
             task.add_done_callback(pending.discard)
             notify(s)
-            await asyncio.sleep(max(0.0, t0 + s.keystrokes / chars_per_s - time.perf_counter()))
+            due += PAUSE_AFTER.get(script[i - 1], 1.0) / chars_per_s
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
             if accept and s.ghost and req.suggestion == s.ghost and script.startswith(s.ghost, i):
                 typist.insert(s, s.ghost)  # Tab: the suggestion is what the developer was about to type
                 i += len(s.ghost)

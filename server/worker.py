@@ -38,6 +38,9 @@ class FixedCompleter:
     def describe(self) -> str:
         return f"test double (fixed completion {self.text!r})"
 
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        return None  # no context limit: the plan's default window
+
     def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion:
         t0 = time.perf_counter()
         prompt = request.suffix + "\x00" + request.prefix  # suffix-prefix-middle: typing appends
@@ -149,6 +152,10 @@ class Worker:
     async def precompute(self, request: EditRequest) -> Completion | None:
         """Like `complete`, but only while the engine has nothing else to do; any regular request preempts it."""
         return await self._await(self._submit(request, idle=True))
+
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        """The prompt characters the loaded model's context holds (None before a model is loaded, or no limit)."""
+        return self.completer.context_chars(max_new_tokens) if self.completer is not None else None
 
     def describe(self) -> str:
         if self.completer is not None:
