@@ -28,8 +28,10 @@ def copy_fixture(tmp_path: Path) -> Path:
 
 @contextlib.asynccontextmanager
 async def repo_session(
-    root: Path, cache: Path, options: dict[str, Any] | None = None, editor: str = "vscode"
-) -> AsyncIterator[LanguageClient]:
+    root: Path, cache: Path, options: dict[str, Any] | None = None, editor: str = "vscode",
+    caps: types.ClientCapabilities | None = None,
+) -> AsyncIterator[LanguageClient]:  # fmt: skip
+    """A started and initialized server whose workspace folder is `root`; `caps` replace the editor's."""
     client = await ClientServerConfig(server_command=SERVE).start()
     assert isinstance(client, LanguageClient)
     client.registrations = []  # type: ignore[attr-defined]
@@ -48,7 +50,7 @@ async def repo_session(
     try:
         await client.initialize_session(
             types.InitializeParams(
-                capabilities=capabilities(editor),
+                capabilities=caps or capabilities(editor),
                 initialization_options={"waferline": settings},
                 root_uri=root.as_uri(),
                 workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
@@ -86,3 +88,9 @@ def position_of(text: str, needle: str, delta: int = 0) -> types.Position:
     offset = text.index(needle) + delta
     line = text.count("\n", 0, offset)
     return types.Position(line=line, character=offset - (text.rfind("\n", 0, offset) + 1))
+
+
+def set_completion(client: LanguageClient, text: str, **options: Any) -> None:
+    """What the test double writes from now on (the engine is rebuilt before the next request is served)."""
+    settings = {"waferline": {"testCompletion": text, **options}}
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=settings))
