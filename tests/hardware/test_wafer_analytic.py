@@ -10,6 +10,15 @@ from waferline.hardware import Device, open_device
 from waferline.hardware.wafer import WaferDevice, WaferOutOfMemory
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Many tiny ops: on a shared 2-core machine, one thread avoids OpenMP waits that dominate them."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def meta_weights(args: ModelArgs):
     return ((n, torch.empty(hf_weight_shape(args, n), device="meta")) for n in hf_weight_names(args))
 
