@@ -28,7 +28,7 @@ class Options:
     max_multiline_tokens: int = 64  # new tokens when the cursor opens a block or sits on an empty line in one
     threads: int = 0  # CPU threads for the model's math; 0 = the engine's choice (1 for models under 50M parameters)
     kv_cache_mb: int = 256  # memory cap on the KV caches of all open documents; least recently used evicted
-    time_budget_ms: int = 300  # wall-clock cap on one generation; what was decoded by then is shown
+    time_budget_ms: int = 120  # wall-clock cap on one generation; what was decoded by then is trimmed and shown
     temperature: float = 0.0  # 0 = greedy
     typed_through_cache: bool = True  # answer from the suggestion on screen when the user types its start
     precompute: bool = True  # when idle, compute the next suggestion as if the shown one were accepted
