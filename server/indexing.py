@@ -108,9 +108,9 @@ class Indexing:
         todo = [f for f in (folders if folders is not None else self.folders()) if f not in self.indexes]
         if not todo:
             return
-        token = await self._create_progress()
         for folder in todo:
-            self.building[folder] = (0, 0)
+            self.building[folder] = (0, 0)  # from now on, status() says "still being indexed"
+        token = await self._create_progress()
         if token is not None:
             self.ls.work_done_progress.begin(
                 token, types.WorkDoneProgressBegin(title="waferline", message="indexing: listing files", percentage=0)

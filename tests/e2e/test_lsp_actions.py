@@ -8,7 +8,7 @@ The test double (`testCompletion`) is "the model": its fixed text is what every 
 from __future__ import annotations
 
 import asyncio
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from lsp_support import capabilities, raw_request
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
-from repo_support import copy_fixture, position_of, repo_session, set_completion
+from repo_support import copy_fixture, position_of, repo_session, set_completion, wait_indexed
 
 pytestmark = pytest.mark.asyncio
 
@@ -58,7 +58,15 @@ def only_edit(action: types.CodeAction, uri: str, version: int | None = 1) -> ty
 async def raw_json(client: LanguageClient, method: str, params: dict[str, Any]) -> Any:
     """A request's result as the JSON the server sent (dicts and lists)."""
     result = await raw_request(client, method, params, msg_id=f"raw-{method}")
-    return json.loads(json.dumps(result, default=lambda o: o._asdict()))
+
+    def plain(obj: Any) -> Any:  # pygls hands JSON objects over as namedtuple-like Objects
+        if hasattr(obj, "_asdict"):
+            return {k: plain(v) for k, v in obj._asdict().items()}
+        if isinstance(obj, list | tuple):
+            return [plain(v) for v in obj]
+        return obj
+
+    return plain(result)
 
 
 def apply(text: str, edit: types.TextEdit) -> str:
@@ -226,3 +234,32 @@ async def test_clients_without_resolve_get_commands_and_rewrite_needs_an_instruc
             types.ExecuteCommandParams(command="waferline.rewrite", arguments=[{**argument, "instruction": "shorter"}])
         )
         assert result["applied"] is False and "instruction-following model" in result["reason"]
+
+
+async def test_rewrite_with_an_instruction_following_model(root: Path, tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+    from chat_model import save_chat_model
+
+    model = save_chat_model(tmp_path / "chat-tiny")
+    uri = (root / "shop" / "tools.py").as_uri()
+    text = "def add(a, b):\n    total = a + b\n    return total\n"
+    async with repo_session(root, tmp_path / "cache", {"model": str(model), "actionMaxTokens": 12}) as client:
+        open_text(client, uri, text)
+        await wait_indexed(client)  # the engine loads meanwhile; ask answers once it has
+        assert (await raw_json(client, "waferline/ask", {"question": "what does add do?"}))["model"] == "instruction"
+        start, end = position_of(text, "total ="), position_of(text, "total\n", 5)
+        params = {"textDocument": {"uri": uri}, "range": {"start": {"line": 1, "character": 4},
+                  "end": {"line": 2, "character": 16}}, "context": {"diagnostics": []}}  # fmt: skip
+        offered = {a["title"]: a for a in await raw_json(client, types.TEXT_DOCUMENT_CODE_ACTION, params)}
+        rewrite = offered["waferline: rewrite the selection as instructed…"]
+        assert rewrite["command"]["command"] == "waferline.rewrite" and "edit" not in rewrite
+        (argument,) = rewrite["command"]["arguments"]
+        result = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="waferline.rewrite", arguments=[{**argument, "instruction": "inline"}])
+        )
+        # The random weights write noise: either it parses where it goes, or the edit is refused and says why.
+        if result["applied"]:
+            (edit,) = client.applied_edits[0].document_changes[0].edits  # type: ignore[attr-defined]
+            assert edit.range.start == start and edit.range.end == end
+        else:
+            assert "syntax error" in result["reason"] or "no code" in result["reason"], result
