@@ -216,13 +216,21 @@ def _gpu_work(margs: Any, context: int, elem: int, kernels: float) -> Any:
     )
 
 
+def _size(n: float) -> str:
+    """Bytes in GB, MB or kB, three significant figures or so."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.3f} {unit}" if unit == "GB" else f"{n / scale:.2f} {unit}"
+    return f"{n / 1e3:.1f} kB"
+
+
 def _text(r: dict[str, Any]) -> str:
     us = 1e6
     lines = [
         f"model {r['model']} ({r['dtype']}) on {r['wafer']}, {r['mode']}, decoding at position {r['context']}",
-        f"  tiles        {r['tiles_used']:,} of {r['tiles']:,} hold data; SRAM {r['sram_bytes_used'] / 1e9:.3f} GB "
-        f"of {r['sram_bytes_capacity'] / 1e9:.2f} GB (weights {r['weight_bytes'] / 1e9:.3f} GB, "
-        f"KV {r['kv_bytes_reserved'] / 1e9:.3f} GB, spilled {r['spilled_bytes'] / 1e9:.3f} GB)",
+        f"  tiles        {r['tiles_used']:,} of {r['tiles']:,} hold data; SRAM {_size(r['sram_bytes_used'])} "
+        f"of {_size(r['sram_bytes_capacity'])} (weights {_size(r['weight_bytes'])}, "
+        f"KV {_size(r['kv_bytes_reserved'])}, spilled {_size(r['spilled_bytes'])})",
         f"  modeled      {r['modeled_tok_s']:,.0f} tokens/s ({r['seconds_per_token'] * us:.2f} µs/token, "
         f"{r['cycles_per_token']:,.0f} cycles)",
         "  breakdown    " + ", ".join(f"{k} {v * us:.2f} µs" for k, v in r["breakdown"].items()),

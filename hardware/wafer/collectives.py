@@ -77,38 +77,37 @@ def tree_sum(t: Tensor, dim: int) -> Tensor:
     ids, n = _groups(span)
     shape = list(t.shape)
     shape[dim] = n
-    leaders = t.new_zeros(shape).index_add_(dim, ids.to(t.device), t)  # (..., groups, ...): level 1
+    if ids.device != t.device:
+        ids = ids.to(t.device)
+    leaders = t.new_zeros(shape).index_add_(dim, ids, t)  # (..., groups, ...): level 1
     return leaders.sum(dim)  # level 2
 
 
-def _merge(m: Tensor, den: Tensor, o: Tensor, dim: int, k: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Merge softmax partials (max m, sum den, weighted values o) over groups of k along `dim` (o has one more,
-    trailing, dim). Empty partials carry a very negative finite m and den = o = 0, so they merge as zero weight."""
-    span = m.shape[dim]
-    groups = -(-span // k)
-    pad = groups * k - span
-    if pad:
-        neg = torch.finfo(m.dtype).min
-        shape = list(m.shape)
-        shape[dim] = pad
-        m = torch.cat([m, m.new_full(shape, neg)], dim)
-        den = torch.cat([den, den.new_zeros(shape)], dim)
-        o = torch.cat([o, o.new_zeros([*shape, o.shape[-1]])], dim)
-    mg = m.unflatten(dim, (groups, k))  # (..., groups, k, ...)
-    top = mg.amax(dim + 1, keepdim=True)
-    scale = torch.exp(mg - top)  # rescale every partial to its group's max
-    l_out = (den.unflatten(dim, (groups, k)) * scale).sum(dim + 1)
-    o_out = (o.unflatten(dim, (groups, k)) * scale.unsqueeze(-1)).sum(dim + 1)
-    return top.squeeze(dim + 1), l_out, o_out
-
-
 def tree_softmax_merge(m: Tensor, den: Tensor, o: Tensor, dim: int) -> tuple[Tensor, Tensor]:
-    """Combine per-tile softmax statistics across `dim` with the two-level tree: -> (den, o), max folded in."""
-    k = tree_group(m.shape[dim])
-    if 1 < k < m.shape[dim]:
-        m, den, o = _merge(m, den, o, dim, k)  # level 1: within groups
-    m, den, o = _merge(m, den, o, dim, m.shape[dim])  # level 2: across group leaders
-    return den.squeeze(dim), o.squeeze(dim)
+    """Combine per-tile softmax partials across `dim` over the same tree as tree_sum -> (den, o), max folded in.
+
+    m: each tile's running max, den: its sum of exp(score - m), o: its exp-weighted values (one more, trailing dim).
+    Level 1: each group's leader takes the group's max and adds its members' den and o rescaled by exp(m - max);
+    level 2: the root does the same over the leaders. Empty partials carry a very negative finite m and den = o = 0,
+    so they merge as zero weight.
+    """
+    span = m.shape[dim]
+    if span > 2:
+        ids, n = _groups(span)
+        if ids.device != m.device:
+            ids = ids.to(m.device)
+        shape = list(m.shape)
+        shape[dim] = n
+        top = m.new_full(shape, torch.finfo(m.dtype).min).scatter_reduce_(
+            dim, ids.view([-1 if d == dim else 1 for d in range(m.dim())]).expand_as(m), m, "amax"
+        )  # (..., groups, ...): each group's max
+        scale = torch.exp(m - top.index_select(dim, ids))  # every partial rescaled to its group's max
+        den = den.new_zeros(shape).index_add_(dim, ids, den * scale)
+        o = o.new_zeros([*shape, o.shape[-1]]).index_add_(dim, ids, o * scale.unsqueeze(-1))
+        m = top
+    top = m.amax(dim, keepdim=True)  # level 2: the root over the leaders
+    scale = torch.exp(m - top)
+    return (den * scale).sum(dim), (o * scale.unsqueeze(-1)).sum(dim)
 
 
 # -- the cost ------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from waferline.hardware.wafer.collectives import Collective
@@ -47,10 +48,15 @@ def phase(name: str, *collectives: Collective | None, **work: int) -> Phase:
 
 @dataclass(frozen=True)
 class Cost:
-    """What one operation call adds: counters, and the routing patterns (kind, span) -> colours it configures."""
+    """What one operation call adds: counters, and the routing patterns (kind, span) -> colours it configures.
+    `vector` holds the counters in COUNTER_KEYS order, so that a device adds a whole cost in one numpy call."""
 
     counts: dict[str, float]
     routes: dict[tuple[str, int], int]
+    vector: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vector", np.array([self.counts.get(k, 0.0) for k in COUNTER_KEYS]))
 
     def __add__(self, other: Cost) -> Cost:
         counts = {

@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from waferline.hardware.device import KVRef, WeightRef
 from waferline.hardware.wafer import attention, ops
-from waferline.hardware.wafer.cost import Cost, CostReport, report
+from waferline.hardware.wafer.cost import COUNTER_KEYS, Cost, CostReport, report
 from waferline.hardware.wafer.placement import (
     KVLayout,
     MatrixLayout,
@@ -56,7 +57,8 @@ class WaferDevice:
         self.analytic = analytic
         self.torch_device = torch.device("meta" if analytic else "cpu")
         self.grid = SramGrid(self.spec, self.torch_device)
-        self._counts: defaultdict[str, float] = defaultdict(float)
+        self._counts: defaultdict[str, float] = defaultdict(float)  # tokens, steps and per-operation counters
+        self._totals = np.zeros(len(COUNTER_KEYS))  # the cost model's counters, in COUNTER_KEYS order
         self._routes: dict[tuple[str, int], int] = {}  # collective pattern -> colours it holds on a router
         self._overflow: list[tuple[str, int]] = []  # tensors that fit nowhere: (name, bytes they need)
         self._scratch: Allocation | None = None
@@ -213,10 +215,9 @@ class WaferDevice:
 
     # -- accounting --------------------------------------------------------------------------------------------------
     def _charge(self, op: str, cost: Cost) -> None:
-        counts = self._counts
-        for key, value in cost.counts.items():
-            counts[key] += value
+        self._totals += cost.vector
         self._routes.update(cost.routes)
+        counts = self._counts
         counts[f"op.{op}.cycles"] += cost.counts["cycles"]
         counts[f"op.{op}.calls"] += 1
         counts["ops"] += 1
@@ -240,10 +241,12 @@ class WaferDevice:
             "routes_per_tile": float(sum(self._routes.values())),
             "routes_available": float(self.spec.routes_per_tile),
         }
-        return {**self._counts, **state}
+        totals = dict(zip(COUNTER_KEYS, self._totals.tolist(), strict=True))
+        return {**totals, **self._counts, **state}
 
     def reset_counters(self) -> None:
         self._counts = defaultdict(float)
+        self._totals = np.zeros(len(COUNTER_KEYS))
 
     def report(self, tokens: float | None = None) -> CostReport:
         return report(self.spec, self.counters(), tokens)

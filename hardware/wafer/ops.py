@@ -99,10 +99,14 @@ def linear(weight: Allocation, x: Tensor, bias: Allocation | None) -> Tensor:
     assert weight.slab is not None, f"{weight.name} holds no bytes"
     T = x.shape[0]
     out_p, in_p = lay.padded
-    xc = F.pad(x, (0, in_p - lay.in_features)).view(T, lay.pc, lay.bi).transpose(0, 1)  # (pc, T, bi)
+    if in_p != lay.in_features:
+        x = F.pad(x, (0, in_p - lay.in_features))  # zeros against the padded edge blocks
+    xc = x.view(T, lay.pc, lay.bi).transpose(0, 1)  # (pc, T, bi): tile column c's chunk of every token
     slab = weight.slab.view(lay.pc, lay.bi, out_p)  # (pc, bi, pr * bo): tile column c's blocks, transposed
     partial = torch.bmm(xc.contiguous(), slab)  # (pc, T, pr * bo): tile (r, c)'s partial sums at [c, :, r*bo:]
-    y = tree_sum(partial, 0)[:, : lay.out_features]  # (T, out), reduced along each row of tiles
+    y = tree_sum(partial, 0)  # (T, pr * bo), reduced along each row of tiles
+    if out_p != lay.out_features:
+        y = y[:, : lay.out_features]
     if bias is not None:
         y = y + vector(bias)
     return y
@@ -194,7 +198,8 @@ def rms_norm(x: Tensor, weight: Allocation, eps: float) -> Tensor:
     lay = weight.layout
     assert isinstance(lay, VectorLayout), f"{weight.name} is not a vector"
     T, n = x.shape
-    xs = F.pad(x, (0, lay.vr * lay.vb - n)).view(T, lay.vr, lay.vb)  # (T, tiles, chunk) along the root column
+    padded = x if lay.vr * lay.vb == n else F.pad(x, (0, lay.vr * lay.vb - n))
+    xs = padded.view(T, lay.vr, lay.vb)  # (T, tiles, chunk) along the root column
     sumsq = tree_sum((xs * xs).sum(-1), 1)  # (T,): per-tile sums, then the tree along the column
     inv = torch.rsqrt(sumsq / n + eps).unsqueeze(1)  # (T, 1)
     return x * inv * vector(weight)
