@@ -142,3 +142,17 @@ async def test_did_change_for_unopened_document_and_double_open() -> None:
         open_doc(client, URI, SOURCE)  # opened again: the new text wins
         assert (await document_state(client, URI))["sha256"] == sha(SOURCE)
         await assert_still_serving(client)
+
+
+async def test_request_after_close_is_an_error_and_reopen_works() -> None:
+    async with lsp_session("neovim", OPTIONS) as client:
+        open_doc(client, URI, SOURCE)
+        await assert_still_serving(client)
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=URI))
+        )
+        with pytest.raises(JsonRpcException) as info:
+            await inline(client, URI, types.Position(line=4, character=11))
+        assert info.value.code == types.ErrorCodes.InvalidParams
+        open_doc(client, URI, SOURCE)
+        await assert_still_serving(client)
