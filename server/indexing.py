@@ -21,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -78,6 +78,7 @@ class Indexing:
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.generation = 0  # bumped after every index change: cached completion context older than it is stale
+        self._own_changes: Counter[Path] = Counter()  # of those, the changes of each file itself
         self._context: OrderedDict[tuple[Any, ...], list[Snippet]] = OrderedDict()
 
     # -- starting and stopping -----------------------------------------------------------------------------------
@@ -213,12 +214,16 @@ class Indexing:
         return None
 
     # -- keeping current -----------------------------------------------------------------------------------------
-    def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _submit(self, fn: Callable[..., Any], *args: Any, path: Path | None = None) -> None:
+        """Run an index write on the index thread; `path` is the file it changes (None: possibly many)."""
+
         def run() -> None:
             try:
                 fn(*args)
             except Exception:  # a failed update leaves the previous rows: log it, keep the thread alive
                 log.exception("index update %s%s failed", getattr(fn, "__name__", fn), args[:1])
+            if path is not None:
+                self._own_changes[path] += 1
             self.generation += 1
 
         if not self._stop.is_set():
@@ -242,14 +247,14 @@ class Indexing:
         index = self.index_for(path)
         if doc is None or index is None or path is None:
             return
-        self._submit(index.update_file, path, doc.text.text)
+        self._submit(index.update_file, path, doc.text.text, path=path)
 
     def document_closed(self, uri: str) -> None:
         if (old := self._pending.pop(uri, None)) is not None:
             old.cancel()
         path = uri_to_path(uri)
         if (index := self.index_for(path)) is not None and path is not None:
-            self._submit(index.close_file, path)
+            self._submit(index.close_file, path, path=path)
 
     def _sync_open_documents(self, folder: Path) -> None:
         """An index opened after documents were: give it their editor text."""
@@ -312,7 +317,10 @@ class Indexing:
         line_start, line_end = line_bounds(text, plan.offset)
         window = text[plan.prefix_start : line_start] + "\n" + text[line_end : plan.suffix_end]
         names = tuple(dict.fromkeys(_WORD.findall(window)))
-        key = (str(path), self.generation, names, plan.context_budget)
+        # Typing in this file changes the index too, but not the other files' definitions: only their changes
+        # make the cached snippets stale.
+        others = self.generation - self._own_changes[path]
+        key = (str(path), others, names, plan.context_budget)
         if (hit := self._context.get(key)) is not None:
             self._context.move_to_end(key)
             return hit

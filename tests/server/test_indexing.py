@@ -78,3 +78,23 @@ def test_a_deleted_folder_is_forgotten(indexed: tuple[WorkspaceIndex, Path]) -> 
     assert not index.definitions("apply_tax") and index.definitions("formatPrice"), "only that folder's files"
     _remove_path(index, root / "web" / "cart.js")
     assert not index.definitions("formatPrice") and index.definitions("fetchProduct"), "a deleted file"
+
+
+def test_cached_context_survives_edits_of_its_own_file_only(indexed: tuple[WorkspaceIndex, Path]) -> None:
+    index, root = indexed
+    ing = indexing()
+    path, other = root / "shop" / "checkout.py", root / "shop" / "pricing.py"
+    text = path.read_text()
+    plan = plan_completion(text, len(text), "python", SyntaxTree("python", text))
+    first = ing.definition_snippets(index, path, text, plan)
+    ing._submit(index.update_file, path, text + "\n", path=path)
+    ing._updates.submit(lambda: None).result()  # the index thread has run the update
+    assert ing.definition_snippets(index, path, text, plan) is first, "typing in this file: still cached"
+    changed = other.read_text().replace(
+        "def apply_tax(amount: float) -> float:", "def apply_tax(amount: float, rate: float) -> float:"
+    )
+    ing._submit(index.update_file, other, changed, path=other)
+    ing._updates.submit(lambda: None).result()
+    again = ing.definition_snippets(index, path, text, plan)
+    assert again is not first and "rate: float" in "\n".join(s.text for s in again), "another file changed"
+    ing.close()
