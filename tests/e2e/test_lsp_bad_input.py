@@ -16,6 +16,7 @@ from lsp_support import (
     open_doc,
     raw_notify,
     raw_request,
+    stats,
 )  # fmt: skip
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -155,4 +156,18 @@ async def test_request_after_close_is_an_error_and_reopen_works() -> None:
             await inline(client, URI, types.Position(line=4, character=11))
         assert info.value.code == types.ErrorCodes.InvalidParams
         open_doc(client, URI, SOURCE)
+        await assert_still_serving(client)
+
+
+async def test_model_that_cannot_load_is_reported_and_requests_answered() -> None:
+    async with lsp_session("vscode", {"model": "/no/such/model-dir"}) as client:
+        open_doc(client, URI, SOURCE)
+        assert await inline(client, URI, types.Position(line=4, character=11)) == []
+        shown = [m.message for m in client.messages]
+        assert any("could not load the model" in m and "/no/such/model-dir" in m for m in shown), shown
+        state = await stats(client)
+        assert state["engine"].startswith("failed to load")
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"waferline": {"model": None, **OPTIONS}})
+        )
         await assert_still_serving(client)
