@@ -21,9 +21,12 @@ SERVE = [sys.executable, "-m", "waferline.server.serve_cli", "-v"]
 
 
 def capabilities(editor: str) -> types.ClientCapabilities:
-    """'vscode' and 'neovim' (with inline completion, as today's versions), 'neovim-0.11' (without)."""
-    if editor == "vscode":
+    """'vscode' and 'neovim' (with inline completion, as today's versions), 'neovim-0.11' (without), and
+    'utf32-client' (VS Code's capabilities offering only UTF-32 positions, as some editors prefer)."""
+    if editor in ("vscode", "utf32-client"):
         caps = client_capabilities("visual-studio-code")
+        if editor == "utf32-client":
+            caps.general = types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf32])
     elif editor in ("neovim", "neovim-0.11"):
         caps = client_capabilities("neovim@v0.11")
     else:
@@ -71,12 +74,13 @@ class Typist:
         self.client, self.uri, self.line, self.character, self.encoding = client, uri, line, character, encoding
         self.version = 1
 
-    def units(self, ch: str) -> int:
+    def units(self, text: str) -> int:
+        """Length of `text` in code units of the encoding."""
         if self.encoding == "utf-8":
-            return len(ch.encode("utf-8"))
+            return len(text.encode("utf-8"))
         if self.encoding == "utf-16":
-            return len(ch.encode("utf-16-le")) // 2
-        return 1
+            return len(text.encode("utf-16-le")) // 2
+        return len(text)
 
     def type(self, text: str) -> None:
         for ch in text:

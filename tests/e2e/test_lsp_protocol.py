@@ -203,9 +203,9 @@ async def test_range_covers_auto_closed_bracket() -> None:
         assert state["length"] == len("import math\n\n\ndef area(r):\n    return math.pow()\n")
 
 
-@pytest.mark.parametrize("editor", EDITORS)
+@pytest.mark.parametrize("editor", [*EDITORS, "utf32-client"])
 async def test_positions_in_the_negotiated_encoding(editor: str) -> None:
-    encoding = "utf-8" if editor == "neovim" else "utf-16"
+    encoding = {"neovim": "utf-8", "utf32-client": "utf-32"}.get(editor, "utf-16")
     async with lsp_session(editor, {"testCompletion": "name)"}) as client:
         prefix = 'def greet(name):\n    return "👋 héllo, " + str('
         open_doc(client, URI, prefix + ")\n")
