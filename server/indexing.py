@@ -196,7 +196,7 @@ class Indexing:
             return None
         real = path.resolve()
         best = None
-        for folder, index in self.indexes.items():
+        for folder, index in list(self.indexes.items()):  # the build thread may add one meanwhile
             if real.is_relative_to(folder) and (best is None or len(folder.parts) > len(best[0].parts)):
                 best = (folder, index)
         return best[1] if best is not None else None
@@ -206,8 +206,8 @@ class Indexing:
         if not self.ls.options.index_workspace:
             return "the workspace index is off (indexWorkspace = false)"
         if self.building:
-            done = sum(d for d, _ in self.building.values())
-            total = sum(t for _, t in self.building.values())
+            progress = list(self.building.values())  # a snapshot: the build thread updates it
+            done, total = sum(d for d, _ in progress), sum(t for _, t in progress)
             return f"the workspace is still being indexed ({done:,} of {total:,} files): results may be incomplete"
         if not self.indexes:
             return "no workspace folder is indexed (the client named no local folder)"
