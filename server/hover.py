@@ -30,7 +30,7 @@ from waferline.server.index.workspace import WorkspaceIndex
 from waferline.server.indexing import uri_to_path
 from waferline.server.model_tasks import HOVER_KEY, infill
 from waferline.server.syntax.languages import parser_for
-from waferline.server.text import utf8_len
+from waferline.server.text import column_to_index, utf8_len
 
 if TYPE_CHECKING:
     from waferline.server.app import Document, WaferlineServer
@@ -131,9 +131,10 @@ def python_body_line(d: Definition, text: str) -> int | None:
     parser = parser_for("python")
     assert parser is not None, "the Python grammar is a dependency"
     source = text.encode("utf-8", "surrogatepass")
-    row = d.selection_range[0][0]
-    line_bytes = source.split(b"\n")[row] if row < source.count(b"\n") + 1 else b""
-    node = parser.parse(source).root_node.descendant_for_point_range((row, 0), (row, len(line_bytes)))
+    (row, units), _ = d.selection_range  # the name; its column in UTF-16 code units
+    line = text.split("\n")[row] if row <= text.count("\n") else ""
+    column = utf8_len(line[: column_to_index(line, units, "utf-16")])
+    node = parser.parse(source).root_node.descendant_for_point_range((row, column), (row, column))
     while node is not None and node.type not in ("function_definition", "class_definition"):
         node = node.parent
     body = node.child_by_field_name("body") if node is not None else None
@@ -154,8 +155,8 @@ def clean_summary(raw: str) -> str:
 async def generate_summary(ls: WaferlineServer, cache: SummaryCache, index: WorkspaceIndex, d: Definition) -> None:
     """Write the summary of `d` into the cache (an idle engine job; nothing is cached if it is preempted)."""
     text = await file_text(ls, index, d.path)
-    key = summary_key(d, text)
-    prompt = summary_prompt(d, text)
+    key = await asyncio.to_thread(summary_key, d, text)
+    prompt = await asyncio.to_thread(summary_prompt, d, text)  # parses the file: off the event loop
     if prompt is None or cache.get(key) is not None:
         return
     prefix, suffix, closer = prompt
@@ -189,7 +190,7 @@ async def hover(ls: WaferlineServer, cache: SummaryCache, params: types.HoverPar
     d = info.definition
     if d is not None and info.needs_summary and ls.options.hover_summary:
         text = await file_text(ls, index, d.path)
-        key = summary_key(d, text)
+        key = await asyncio.to_thread(summary_key, d, text)
         summary = cache.get(key)
         if summary is None and cache.running != key:
             ls._spawn(generate_summary(ls, cache, index, d))
