@@ -131,7 +131,7 @@ class WaferlineServer(LanguageServer):
             self.report(f"{source}: {problem}")
         engine_changed = any(
             getattr(new, k) != getattr(self.options, k)
-            for k in ("model", "backend", "threads", "kv_cache_mb", "test_completion", "test_token_delay_ms")
+            for k in ("model", "backend", "dtype", "threads", "kv_cache_mb", "test_completion", "test_token_delay_ms")
         )
         if new != self.options:
             for doc in self.documents.values():  # suggestions made under other options are not to be reused

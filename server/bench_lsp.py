@@ -20,6 +20,7 @@ from waferline.server.stats import percentile
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
+    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
     parser.add_argument("--file", type=Path, help="Python file to type into (default: colorsys.py of the stdlib)")
     parser.add_argument(
         "--cps",
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     session = asyncio.run(
         type_script(
             model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps,
-            accept=not args.no_accept, log_file=args.log_file,
+            accept=not args.no_accept, log_file=args.log_file, options={"dtype": args.dtype},
         )
     )  # fmt: skip
     summary = summarize(session)

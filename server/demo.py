@@ -20,6 +20,7 @@ BUCKETS_MS = (5, 10, 20, 50, 100, 150, 250, 500, 1000)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
+    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
     parser.add_argument("--file", type=Path, help="Python file to type into (default: colorsys.py of the stdlib)")
     parser.add_argument(
         "--cps",
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         session = asyncio.run(
             type_script(
                 model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps,
-                on_change=on_change, log_file=args.log_file,
+                on_change=on_change, log_file=args.log_file, options={"dtype": args.dtype},
             )
         )  # fmt: skip
         live.update(render(session, title))

@@ -26,6 +26,7 @@ class Options:
     backend: str = "cpu"  # hardware backend the engine runs on: cpu, cuda, wafer
     max_tokens: int = 32  # new tokens for a single-line completion
     max_multiline_tokens: int = 64  # new tokens when the cursor opens a block or sits on an empty line in one
+    dtype: str = "auto"  # weights: auto (int8 on cpu/cuda, float32 on wafer), float32, bfloat16, float16, int8
     threads: int = 0  # CPU threads for the model's math; 0 = the engine's choice (1 for models under 50M parameters)
     kv_cache_mb: int = 256  # memory cap on the KV caches of all open documents; least recently used evicted
     time_budget_ms: int = 120  # wall-clock cap on one generation; what was decoded by then is trimmed and shown
@@ -63,6 +64,7 @@ _RANGES: dict[str, Callable[[Any], bool]] = {
     "time_budget_ms": lambda v: 10 <= v <= 60_000,
     "kv_cache_mb": lambda v: 8 <= v <= 1 << 20,
     "threads": lambda v: 0 <= v <= 256,
+    "dtype": lambda v: v in ("auto", "float32", "bfloat16", "float16", "int8"),
     "temperature": lambda v: 0.0 <= v <= 2.0,
     "max_document_bytes": lambda v: v >= 1024,
     "test_token_delay_ms": lambda v: 0.0 <= v <= 10_000,
@@ -80,6 +82,7 @@ _RANGE_TEXT = {
     "time_budget_ms": "an integer from 10 to 60000",
     "kv_cache_mb": "an integer of at least 8",
     "threads": "an integer from 0 to 256",
+    "dtype": "one of auto, float32, bfloat16, float16, int8",
     "temperature": "a number from 0 to 2",
     "max_document_bytes": "an integer of at least 1024",
     "test_token_delay_ms": "a number from 0 to 10000",

@@ -15,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tcp", metavar="HOST:PORT", help="listen for one LSP client on a TCP socket instead")
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
+    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
     parser.add_argument("--log-file", help="write logs to this file instead of stderr")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logs (-v info, -vv debug)")
 
@@ -46,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     if args.backend not in ("cpu", "cuda", "wafer"):
         raise ValueError(f"--backend {args.backend!r}: choose cpu, cuda or wafer")
     setup_logging(args.verbose, args.log_file)
-    defaults, problems = parse_options({"model": args.model, "backend": args.backend}, Options())
-    assert not problems, problems
+    defaults, problems = parse_options({"model": args.model, "backend": args.backend, "dtype": args.dtype}, Options())
+    if problems:
+        raise ValueError("; ".join(problems))
     server = create_server(defaults)
     if tcp is not None:
         server.start_tcp(*tcp)

@@ -185,5 +185,9 @@ def build_completer(options: Options) -> Completer:
     from waferline.engine.scheduler import ModelCompleter
 
     return ModelCompleter.load(
-        options.model, backend=options.backend, kv_cache_mb=options.kv_cache_mb, threads=options.threads
+        options.model,
+        backend=options.backend,
+        dtype=options.dtype,
+        kv_cache_mb=options.kv_cache_mb,
+        threads=options.threads,
     )
