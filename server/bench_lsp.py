@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-accept", action="store_true", help="never accept a suggestion: type every character")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--keys", type=int, help="type only the first KEYS characters of the script (a short run)")
     parser.add_argument("--log-file", help="the server's log file")
 
 
@@ -85,15 +86,17 @@ def print_table(summary: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from waferline.server.typing_session import type_script
+    from waferline.server.typing_session import SCRIPT, type_script
 
     if args.cps <= 0:
         raise ValueError(f"--cps must be positive, got {args.cps}")
+    if args.keys is not None and args.keys < 1:
+        raise ValueError(f"--keys must be at least 1, got {args.keys}")
     if args.file is not None and not args.file.is_file():
         raise OSError(f"--file {args.file}: no such file")
     session = asyncio.run(
         type_script(
-            model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps,
+            model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps, script=SCRIPT[: args.keys],
             accept=not args.no_accept, log_file=args.log_file, options={"dtype": args.dtype},
         )
     )  # fmt: skip

@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=12.0,
         help="keys per second within a word (default 12; pauses after words and lines are longer)",
     )
+    parser.add_argument("--keys", type=int, help="type only the first KEYS characters of the script (a short run)")
     parser.add_argument("--log-file", help="the server's log file")
 
 
@@ -86,10 +87,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.live import Live
 
     from waferline.server.bench_lsp import print_table, summarize
-    from waferline.server.typing_session import Session, type_script
+    from waferline.server.typing_session import SCRIPT, Session, type_script
 
     if args.cps <= 0:
         raise ValueError(f"--cps must be positive, got {args.cps}")
+    if args.keys is not None and args.keys < 1:
+        raise ValueError(f"--keys must be at least 1, got {args.keys}")
     if args.file is not None and not args.file.is_file():
         raise OSError(f"--file {args.file}: no such file")
     console = Console()
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         session = asyncio.run(
             type_script(
                 model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps,
-                on_change=on_change, log_file=args.log_file, options={"dtype": args.dtype},
+                script=SCRIPT[: args.keys], on_change=on_change, log_file=args.log_file, options={"dtype": args.dtype},
             )
         )  # fmt: skip
         live.update(render(session, title))
