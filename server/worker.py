@@ -117,7 +117,12 @@ class Worker:
         queue_s = (job.started_at or job.submitted_at) - job.submitted_at
         if self.completer is None:  # the model failed to load: answer empty, the user was told why
             return Completion(text="", stop_reason="unavailable", queue_s=queue_s)
-        completion = self.completer.complete(request, should_cancel)
+        try:
+            completion = self.completer.complete(request, should_cancel)
+        except ValueError as e:  # a prompt the engine refuses (too long for the context...): an empty answer
+            log.warning("engine refused the request for %s: %s", request.session_id, e)
+            self.stats.errors += 1
+            return Completion(text="", stop_reason="error", queue_s=queue_s)
         completion.queue_s = queue_s
         self.stats.add_generation(
             prompt_tokens=completion.prompt_tokens,

@@ -188,3 +188,21 @@ def test_recent_edits_of_other_documents_newest_first_within_budget() -> None:
     )
     assert recent_edit_snippets(edits, "python", budget=len(snippets[0].text) + 1, now=250.0)[0].path == "new.py"
     assert recent_edit_snippets(edits, "python", budget=10, now=250.0) == []
+
+
+def test_worker_answers_an_engine_refusal_with_an_empty_completion() -> None:
+    class Refusing(FixedCompleter):
+        def complete(self, request, should_cancel):  # type: ignore[no-untyped-def]
+            raise ValueError("prompt too long")
+
+    async def main() -> None:
+        stats = Stats()
+        worker = Worker(stats)
+        try:
+            await worker.load(lambda: Refusing("x"))
+            done = await worker.complete(EditRequest(session_id="d", prefix="", suffix=""))
+            assert done is not None and done.text == "" and done.stop_reason == "error" and stats.errors == 1
+        finally:
+            worker.close()
+
+    asyncio.run(main())
