@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from waferline.engine.scheduler import EditRequest
+from waferline.engine.scheduler import Completion, EditRequest
 from waferline.server.inline import SuggestionCache, advance, skip_reason
 from waferline.server.options import Options, options_table, parse_options
 from waferline.server.stats import Stats, percentile
@@ -192,7 +193,7 @@ def test_recent_edits_of_other_documents_newest_first_within_budget() -> None:
 
 def test_worker_answers_an_engine_refusal_with_an_empty_completion() -> None:
     class Refusing(FixedCompleter):
-        def complete(self, request, should_cancel):  # type: ignore[no-untyped-def]
+        def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion:
             raise ValueError("prompt too long")
 
     async def main() -> None:
