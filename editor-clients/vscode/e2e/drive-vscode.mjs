@@ -1,0 +1,141 @@
+// Drives a real VS Code (code-server in headless Chromium, through playwright-core) the way a user would: open a
+// file, type, wait for waferline's ghost text, accept it with Tab, save; read the status bar; hover a name; ask a
+// question from the command palette. Prints one JSON line with what it saw; tests/e2e/test_vscode.py starts
+// code-server, runs this and checks the saved file against the ghost text that was shown.
+//
+// usage: node drive-vscode.mjs '{"url": ..., "file": "sample.py", "type": "    return", "hoverWord": "add",
+//                                "question": "...", "screenshots": "/dir", "chromium": "/usr/bin/chromium"}'
+import { chromium } from 'playwright-core';
+
+const args = JSON.parse(process.argv[2]);
+const timeout = args.timeoutMs ?? 90_000;
+const result = { steps: [] };
+const t0 = Date.now();
+
+function step(name) {
+  result.steps.push({ name, ms: Date.now() - t0 });
+  process.stderr.write(`[drive-vscode] ${((Date.now() - t0) / 1000).toFixed(1)} s ${name}\n`);
+}
+
+// Run a command from the palette (F1), typing only once the palette has the focus.
+async function runCommand(page, title, timeout) {
+  await page.keyboard.press('F1');
+  await page.waitForSelector('.quick-input-widget input:focus', { timeout });
+  await page.keyboard.type(title);
+  await page.waitForSelector('.quick-input-list .monaco-list-row', { timeout });
+  await page.keyboard.press('Enter');
+}
+
+// Text of the ghost text on screen: the part inline on the cursor's line, and further lines in a view zone.
+function readGhost() {
+  const text = (el) => (el.textContent ?? '').replace(/\u00a0/g, ' ');
+  const inline = Array.from(document.querySelectorAll('.view-lines .ghost-text-decoration'))
+    .map(text)
+    .join('');
+  const rest = Array.from(document.querySelectorAll('.ghost-text .view-line')).map(text);
+  return inline || rest.length ? { inline, rest } : null;
+}
+
+const browser = await chromium.launch({
+  executablePath: args.chromium,
+  headless: true,
+  // As root, and with no network beyond loopback: no sandbox, no background fetches.
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+try {
+  await page.goto(args.url);
+  await page.waitForSelector('.monaco-workbench', { timeout });
+  step('workbench loaded');
+
+  const status = page.locator('.statusbar-item', { hasText: 'waferline' }).first();
+  await status.waitFor({ timeout });
+  await page.getByRole('treeitem', { name: args.file }).click();
+  await page.waitForSelector('.monaco-editor .view-lines', { timeout });
+  step('file opened');
+  // The server is up when the item leaves the "starting" state (its spinner icon).
+  await page.waitForFunction(
+    () => {
+      const item = Array.from(document.querySelectorAll('.statusbar-item')).find((e) => e.textContent?.includes('waferline'));
+      return item && !item.querySelector('.codicon-loading') && !item.querySelector('.codicon-error');
+    },
+    null,
+    { timeout },
+  );
+  result.statusReady = (await status.innerText()).trim();
+  step('server ready: ' + result.statusReady);
+
+  await page.click('.monaco-editor .view-lines');
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type(args.type, { delay: 40 });
+  // The first keystrokes can arrive while the server still loads its model; as a user would, ask again
+  // explicitly ("Trigger Inline Suggestion" from the palette) until a suggestion shows.
+  for (let attempt = 0; ; attempt++) {
+    const shown = await page.waitForFunction(readGhost, null, { timeout: 15_000 }).then(() => true, () => false);
+    if (shown) {
+      break;
+    }
+    if ((attempt + 1) * 15_000 >= timeout) {
+      throw new Error(`no ghost text within ${timeout / 1000} s of typing`);
+    }
+    step('no ghost text yet: triggering the inline suggestion');
+    await runCommand(page, 'Trigger Inline Suggestion', timeout);
+  }
+  await page.waitForTimeout(300); // let a streaming suggestion settle before reading it
+  result.ghost = await page.evaluate(readGhost);
+  step('ghost text shown');
+  await page.screenshot({ path: `${args.screenshots}/vscode-ghost-text.png` });
+
+  await page.keyboard.press('Tab');
+  await page.waitForFunction(() => !document.querySelector('.view-lines .ghost-text-decoration'), null, { timeout });
+  await page.keyboard.press('Control+S');
+  await page.waitForFunction(() => !document.querySelector('.tab.dirty'), null, { timeout });
+  step('accepted and saved');
+  await page.waitForFunction(() => /\d+ ms/.test(
+    Array.from(document.querySelectorAll('.statusbar-item')).find((e) => e.textContent?.includes('waferline'))?.textContent ?? ''), null, { timeout });
+  result.statusAfter = (await status.innerText()).trim();
+  step('status: ' + result.statusAfter);
+
+  if (args.hoverWord) {
+    const word = page.locator('.view-lines .view-line span', { hasText: args.hoverWord }).first();
+    await word.hover();
+    const hover = page.locator('.monaco-hover-content, .monaco-hover .hover-contents').first();
+    result.hover = await hover.waitFor({ timeout: 30_000 }).then(() => hover.innerText(), () => null);
+    step('hover: ' + (result.hover ? 'shown' : 'none'));
+    await page.keyboard.press('Escape');
+  }
+
+  if (args.question) {
+    await runCommand(page, 'waferline: Ask a question', timeout);
+    await page.waitForSelector('.quick-input-title:has-text("ask a question about the repository")', { timeout });
+    await page.keyboard.type(args.question);
+    await page.keyboard.press('Enter');
+    // Either the answer's Markdown preview opens, or a notification says why not.
+    const preview = page.locator('.tab', { hasText: 'Preview' }).first();
+    const toast = page.locator('.notification-toast', { hasText: /cannot answer questions|question failed/ }).first();
+    await Promise.race([preview.waitFor({ timeout }), toast.waitFor({ timeout })]);
+    if (await preview.isVisible()) {
+      const frame = page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+      result.answer = await frame.locator('body').innerText({ timeout });
+      await page.screenshot({ path: `${args.screenshots}/vscode-ask.png` });
+    } else {
+      result.askMessage = await toast.innerText();
+    }
+    step('asked');
+  }
+} catch (e) {
+  result.error = String(e);
+  await page.screenshot({ path: `${args.screenshots}/vscode-failure.png` }).catch(() => {});
+} finally {
+  await browser.close();
+}
+process.stdout.write(JSON.stringify(result) + '\n');
+process.exit(result.error ? 1 : 0);

@@ -1,0 +1,227 @@
+// The language client's lifecycle: find the server, start it with the settings, keep the status bar current,
+// restart on demand. Everything the user sees of completions comes from the server; this file only connects.
+import * as vscode from 'vscode';
+import {
+  CloseAction,
+  CompletionRequest,
+  type DynamicFeature,
+  ErrorAction,
+  LanguageClient,
+  type StaticFeature,
+  type LanguageClientOptions,
+  type Middleware,
+  type ServerOptions,
+  State,
+  TransportKind,
+} from 'vscode-languageclient/node';
+import { resolveServerCommand } from './serverCommand';
+import { completionsEnabled, launchSettings, SECTION, serverOptionNames, serverSettings } from './settings';
+import type { StatusBar } from './statusBar';
+
+export const STATS_REQUEST = 'waferline/stats';
+export const ASK_REQUEST = 'waferline/ask';
+
+/** The figures `waferline/stats` returns that the status bar uses (the rest is shown as is). */
+export interface ServerStats {
+  decode_tok_s?: number | null;
+  [key: string]: unknown;
+}
+
+/**
+ * VS Code shows waferline's suggestions as inline completions. The server's `textDocument/completion` fallback
+ * (for editors without inline completion) answers VS Code with empty lists, and each such suggest session cancels
+ * the inline request in flight, so the completion feature is not registered at all.
+ */
+class InlineOnlyLanguageClient extends LanguageClient {
+  override registerFeature(feature: StaticFeature | DynamicFeature<unknown>): void {
+    if ('registrationType' in feature && feature.registrationType.method === CompletionRequest.method) {
+      return;
+    }
+    super.registerFeature(feature);
+  }
+}
+
+export class WaferlineClient implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private readonly optionNames: string[];
+  private sentOptions = new Set<string>(); // the option names the user had set when the server last heard
+  private readonly disposables: vscode.Disposable[] = [];
+  /** Set by the extension: shows the ask UI when the server's own `waferline.ask` command is run. */
+  askHandler: (() => Promise<void>) | undefined;
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly status: StatusBar,
+    private readonly output: vscode.LogOutputChannel,
+  ) {
+    this.optionNames = serverOptionNames(context.extension.packageJSON);
+    this.disposables.push(vscode.workspace.onDidChangeConfiguration((e) => {
+        this.onConfigurationChanged(e);
+      }),
+    );
+  }
+
+  get running(): LanguageClient | undefined {
+    return this.client?.state === State.Running ? this.client : undefined;
+  }
+
+  /** Whether the running server registered a command of this name (then the language client owns it). */
+  serverProvidesCommand(command: string): boolean {
+    const commands = this.client?.initializeResult?.capabilities.executeCommandProvider?.commands ?? [];
+    return commands.includes(command);
+  }
+
+  async start(): Promise<void> {
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const launch = launchSettings();
+    const resolved = resolveServerCommand(launch.path, launch.args, folders);
+    if (resolved instanceof Error) {
+      this.status.setState('error', 'server not found');
+      this.output.error(resolved.message);
+      void this.showNotFound(resolved.message);
+      return;
+    }
+    this.output.info(`starting ${resolved.command} ${resolved.args.join(' ')} (found in ${resolved.source})`);
+    this.status.setState('starting');
+    const serverOptions: ServerOptions = {
+      command: resolved.command,
+      args: resolved.args,
+      transport: TransportKind.stdio,
+      options: { cwd: folders[0] },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+      outputChannel: this.output,
+      initializationOptions: { [SECTION]: this.settingsToSend() },
+      middleware: this.middleware(),
+      errorHandler: {
+        error: () => ({ action: ErrorAction.Continue }),
+        closed: () => {
+          this.status.setState('error', 'the server stopped');
+          return { action: CloseAction.DoNotRestart, message: 'The waferline server stopped. Run "waferline: Restart the server".' };
+        },
+      },
+    };
+    const client = new InlineOnlyLanguageClient('waferline', 'waferline', serverOptions, clientOptions);
+    this.client = client;
+    try {
+      await client.start();
+    } catch (e) {
+      this.status.setState('error', 'failed to start');
+      this.output.error(`the server failed to start: ${String(e)}`);
+      void vscode.window.showErrorMessage(
+        `waferline: the server (${resolved.command}) failed to start. See the waferline output for its log.`,
+        'Show Output',
+      ).then((choice) => {
+        if (choice) {
+          this.output.show();
+        }
+      });
+      return;
+    }
+    this.status.setState(completionsEnabled() ? 'ready' : 'disabled');
+    void this.refreshStats();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client && client.state !== State.Stopped) {
+      await client.stop(2000);
+    }
+    this.status.setState('stopped');
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  async stats(): Promise<ServerStats> {
+    const client = this.running;
+    if (!client) {
+      throw new Error('the waferline server is not running');
+    }
+    return client.sendRequest<ServerStats>(STATS_REQUEST, {});
+  }
+
+  private async refreshStats(): Promise<void> {
+    try {
+      const stats = await this.stats();
+      this.status.setFigures(undefined, typeof stats.decode_tok_s === 'number' ? stats.decode_tok_s : undefined);
+    } catch (e) {
+      this.output.debug(`waferline/stats failed: ${String(e)}`);
+    }
+  }
+
+  private middleware(): Middleware {
+    return {
+      provideInlineCompletionItems: async (document, position, context, token, next) => {
+        if (!completionsEnabled()) {
+          return null;
+        }
+        const t0 = performance.now();
+        const result = await next(document, position, context, token);
+        const items = Array.isArray(result) ? result : (result?.items ?? []);
+        if (items.length > 0 && !token.isCancellationRequested) {
+          this.status.setFigures(performance.now() - t0, undefined);
+          void this.refreshStats();
+        }
+        return result;
+      },
+      executeCommand: async (command, args, next) => {
+        // The server may own `waferline.ask`; run without arguments (from the palette) it gets the question UI.
+        if (command === 'waferline.ask' && args.length === 0 && this.askHandler) {
+          return this.askHandler();
+        }
+        return next(command, args) as unknown;
+      },
+    };
+  }
+
+  private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    if (!e.affectsConfiguration(SECTION)) {
+      return;
+    }
+    if (e.affectsConfiguration(`${SECTION}.server`)) {
+      this.output.info('server settings changed: restarting');
+      void this.restart();
+      return;
+    }
+    if (e.affectsConfiguration(`${SECTION}.enable`) && this.running) {
+      this.status.setState(completionsEnabled() ? 'ready' : 'disabled');
+    }
+    void this.running?.sendNotification('workspace/didChangeConfiguration', {
+      settings: { [SECTION]: this.settingsToSend() },
+    });
+  }
+
+  private settingsToSend(): Record<string, unknown> {
+    const { options, userSet } = serverSettings(this.optionNames, this.sentOptions);
+    this.sentOptions = userSet;
+    return options;
+  }
+
+  private async showNotFound(message: string): Promise<void> {
+    const setPath = 'Set waferline.server.path';
+    const howTo = 'How to install';
+    const choice = await vscode.window.showErrorMessage(
+      `${message} Fix: install waferline into the workspace's .venv (\`.venv/bin/pip install waferline\`), ` +
+        'or set waferline.server.path to the waferline executable or a Python that has it, then run "waferline: Restart the server".',
+      setPath,
+      howTo,
+    );
+    if (choice === setPath) {
+      await vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.server.path`);
+    } else if (choice === howTo) {
+      await vscode.commands.executeCommand('extension.open', this.context.extension.id);
+    }
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+    void this.stop();
+  }
+}

