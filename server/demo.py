@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
             )
         )  # fmt: skip
         live.update(render(session, title))
+    console.print()
     console.print(histogram([r.latency_ms for r in session.requests if r.latency_ms is not None]))
     print_table(summarize(session))
     return 0
