@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TYPECHECK := build/typecheck/waferline
 
-.PHONY: demo test lint typecheck pytest install clean
+.PHONY: demo test lint typecheck pytest install clean clients
 
 install: $(STAMP)
 
@@ -35,7 +35,12 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck pytest
+# What the editor clients' end-to-end tests need (Chromium, tmux, Node.js 24, code-server, the built .vsix), installed
+# once and cached under .cache/clients; a second run checks stamps and returns in about a second.
+clients:
+	editor-clients/install-e2e-deps.sh
+
+test: lint typecheck clients pytest
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -20,10 +20,12 @@ import type { StatusBar } from './statusBar';
 
 export const STATS_REQUEST = 'waferline/stats';
 export const ASK_REQUEST = 'waferline/ask';
+const NO_ENGINE = 'no engine loaded';
 
 /** The figures `waferline/stats` returns that the status bar uses (the rest is shown as is). */
 export interface ServerStats {
   decode_tok_s?: number | null;
+  engine?: string; // the model and backend, or NO_ENGINE while the model loads
   [key: string]: unknown;
 }
 
@@ -119,8 +121,36 @@ export class WaferlineClient implements vscode.Disposable {
       });
       return;
     }
-    this.status.setState(completionsEnabled() ? 'ready' : 'disabled');
-    void this.refreshStats();
+    this.status.setState('starting', 'loading the model');
+    void this.waitForModel(client);
+  }
+
+  /** The server loads its model after `initialized`; its stats say "no engine loaded" until then. */
+  private async waitForModel(client: LanguageClient): Promise<void> {
+    for (;;) {
+      if (this.client !== client || client.state !== State.Running) {
+        return;
+      }
+      try {
+        const stats = await client.sendRequest<ServerStats>(STATS_REQUEST, {});
+        if (typeof stats.engine === 'string' && stats.engine.startsWith('failed to load')) {
+          this.output.error(`the model ${stats.engine}`); // the server also tells the user with showMessage
+          this.status.setState('error', stats.engine);
+          return;
+        }
+        if (typeof stats.engine === 'string' && stats.engine !== NO_ENGINE) {
+          this.output.info(`model loaded: ${stats.engine}`);
+          this.status.setState(completionsEnabled() ? 'ready' : 'disabled', stats.engine);
+          this.status.setFigures(undefined, typeof stats.decode_tok_s === 'number' ? stats.decode_tok_s : undefined);
+          return;
+        }
+      } catch (e) {
+        this.output.warn(`waferline/stats failed: ${String(e)}`);
+        this.status.setState(completionsEnabled() ? 'ready' : 'disabled');
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
   }
 
   async stop(): Promise<void> {
@@ -191,8 +221,21 @@ export class WaferlineClient implements vscode.Disposable {
     if (e.affectsConfiguration(`${SECTION}.enable`) && this.running) {
       this.status.setState(completionsEnabled() ? 'ready' : 'disabled');
     }
-    void this.running?.sendNotification('workspace/didChangeConfiguration', {
+    // Changing the model or backend reloads the engine: show "starting" until the new one answers.
+    const reloads = ['model', 'backend', 'dtype', 'threads', 'kvCacheMb'].some((name) =>
+      e.affectsConfiguration(`${SECTION}.${name}`),
+    );
+    const client = this.running;
+    if (!client) {
+      return;
+    }
+    void client.sendNotification('workspace/didChangeConfiguration', {
       settings: { [SECTION]: this.settingsToSend() },
+    }).then(() => {
+      if (reloads) {
+        this.status.setState('starting', 'loading the model');
+        void this.waitForModel(client);
+      }
     });
   }
 
@@ -206,7 +249,7 @@ export class WaferlineClient implements vscode.Disposable {
     const setPath = 'Set waferline.server.path';
     const howTo = 'How to install';
     const choice = await vscode.window.showErrorMessage(
-      `${message} Fix: install waferline into the workspace's .venv (\`.venv/bin/pip install waferline\`), ` +
+      `${message} Fix: install waferline into the workspace's .venv (\`.venv/bin/pip install -e /path/to/waferline\`), ` +
         'or set waferline.server.path to the waferline executable or a Python that has it, then run "waferline: Restart the server".',
       setPath,
       howTo,

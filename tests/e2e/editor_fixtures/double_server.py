@@ -76,6 +76,7 @@ def stats(ls: LanguageServer, params: Any) -> dict[str, Any]:
         "requests": state["requests"],
         "accepted": state["accepted"],
         "decode_tok_s": 123.4,
+        "engine": "waferline test double",
         "latency_ms_p50": 1.0,
         "settings_enable": state["settings"].get("enable", True),
     }

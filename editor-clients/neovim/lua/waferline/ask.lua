@@ -64,6 +64,7 @@ function M.ask(question, opts)
   end
   vim.api.nvim_echo({ { '[waferline] asking…' } }, false, {}) -- not kept in :messages
   server.request(client, 'waferline/ask', params, function(err, result)
+    vim.api.nvim_echo({ { '' } }, false, {}) -- clear "asking…"
     if err then
       if err.code == -32601 then -- MethodNotFound
         vim.notify('[waferline] this server cannot answer questions (no waferline/ask): update it', vim.log.levels.WARN)

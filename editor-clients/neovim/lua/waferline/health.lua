@@ -91,15 +91,23 @@ function M.check()
   local info = client.server_info or {}
   health.ok(('server: %s %s'):format(info.name or '?', info.version or '(no version reported)'))
 
-  local stats = server.request_sync(client, 'waferline/stats', vim.empty_dict(), opts.health.timeout_ms, buf)
-  if stats and stats.result then
-    local model = stats.result.model
-    if type(model) == 'table' then
-      model = model.name or vim.inspect(model)
-    end
-    health.ok('waferline/stats answered' .. (model and (': model ' .. tostring(model)) or ''))
+  -- The server loads its model after `initialized`; until then waferline/stats says "no engine loaded".
+  local engine, stats_err
+  vim.wait(opts.health.timeout_ms, function()
+    local reply = server.request_sync(client, 'waferline/stats', vim.empty_dict(), 2000, buf)
+    stats_err = reply and reply.err
+    engine = reply and reply.result and reply.result.engine
+    return stats_err ~= nil or (type(engine) == 'string' and engine ~= 'no engine loaded')
+  end, 200)
+  if stats_err then
+    health.error('waferline/stats failed: ' .. (stats_err.message or vim.inspect(stats_err)))
+  elseif type(engine) == 'string' and vim.startswith(engine, 'failed to load') then
+    health.error('the model ' .. engine, { 'check the `model` setting (docs/configuration.md)' })
+  elseif type(engine) ~= 'string' or engine == 'no engine loaded' then
+    health.error(('no model loaded within %d ms'):format(opts.health.timeout_ms),
+      { 'see the server log: :LspLog', 'check the `model` setting (docs/configuration.md)' })
   else
-    health.warn('waferline/stats did not answer: ' .. vim.inspect(stats and stats.err or 'timeout'))
+    health.ok('model loaded: ' .. engine)
   end
 
   local params = {
@@ -119,7 +127,7 @@ function M.check()
     local first = items[1]
     local text = first and (type(first.insertText) == 'table' and first.insertText.value or first.insertText)
     if text and text ~= '' then
-      health.ok(('model loaded: test completion in %.0f ms: %q'):format(ms, text))
+      health.ok(('test completion in %.0f ms: %q'):format(ms, text))
     else
       health.warn(('test completion answered in %.0f ms with no suggestion'):format(ms),
         { 'the model may be too small or the options too strict; see :WaferlineStats' })

@@ -43,7 +43,7 @@ function M.resolve_cmd(opts, root)
     return vim.list_extend({ exe }, tail), '$PATH'
   end
   return nil,
-    'no `waferline` found (not in server.path, not in <project>/.venv/bin, not on $PATH). Fix: `pip install waferline` '
+    'no `waferline` found (not in server.path, not in <project>/.venv/bin, not on $PATH). Fix: `.venv/bin/pip install -e /path/to/waferline` '
       .. 'into your project\'s .venv, or set require("waferline").setup({ server = { path = "/path/to/waferline" } })'
 end
 
