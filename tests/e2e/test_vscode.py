@@ -168,7 +168,7 @@ def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
     url, workspace, env = code_server
     original = (workspace / "sample.py").read_text()
     typed = "    return"
-    result = drive(url, env, tmp_path, type=typed, hoverWord="add", question="Where is add defined?")
+    result = drive(url, env, tmp_path, type=typed, hoverWord="add", question="Where is add defined?", commands=True)
 
     ghost = result["ghost"]
     shown = ghost["inline"] + "".join("\n" + line for line in ghost["rest"])
@@ -189,6 +189,9 @@ def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
     else:
         assert "cannot answer questions" in result.get("askMessage", ""), result
 
-    shutil.copy(result["screenshots"] / "vscode-ghost-text.png", IMAGES / "vscode-ghost-text.png")
-    if (result["screenshots"] / "vscode-ask.png").exists():
-        shutil.copy(result["screenshots"] / "vscode-ask.png", IMAGES / "vscode-ask.png")
+    assert "keystrokes" in result["stats"] and "decode_tok_s" in result["stats"], result["stats"]
+    assert result["disabledStatus"] and result["enabledStatus"]
+
+    if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS"):
+        for name in ("vscode-ghost-text.png", "vscode-ask.png"):
+            shutil.copy(result["screenshots"] / name, IMAGES / name)

@@ -131,6 +131,24 @@ try {
     }
     step('asked');
   }
+
+  if (args.commands) {
+    // Statistics open as a Markdown preview (the only one, once the answer's is closed); disable/enable flip the
+    // status bar item's icon.
+    await runCommand(page, 'View: Close All Editors', timeout);
+    await page.waitForFunction(() => !document.querySelector('iframe.webview'), null, { timeout });
+    await runCommand(page, 'waferline: Show statistics', timeout);
+    await page.locator('.tab', { hasText: 'statistics' }).first().waitFor({ timeout });
+    const stats = page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+    result.stats = await stats.locator('body').innerText({ timeout });
+    await runCommand(page, 'waferline: Disable completions', timeout);
+    await page.waitForSelector('.statusbar-item .codicon-circle-slash', { timeout });
+    result.disabledStatus = true;
+    await runCommand(page, 'waferline: Enable completions', timeout);
+    await page.waitForSelector('.statusbar-item .codicon-sparkle', { timeout });
+    result.enabledStatus = true;
+    step('statistics, disable, enable');
+  }
 } catch (e) {
   result.error = String(e);
   await page.screenshot({ path: `${args.screenshots}/vscode-failure.png` }).catch(() => {});
