@@ -162,6 +162,19 @@ def drive(url: str, env: dict[str, str], tmp_path: Path, **options: Any) -> dict
     return result
 
 
+def test_extension_unit_tests_pass() -> None:
+    """The parts that run without VS Code (finding the server) under Node's own test runner."""
+    require_tools()
+    env = {**os.environ, "PATH": f"{NODE_DIR / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        [str(NODE_DIR / "bin" / "node"), "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON", "--test",
+         *sorted(str(p) for p in (VSCODE / "test").glob("*.test.ts"))],
+        env=env, capture_output=True, text=True, timeout=120, cwd=VSCODE,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "ℹ fail 0" in proc.stdout, proc.stdout[-2000:]
+
+
 def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
     code_server: tuple[str, Path, dict[str, str]], tmp_path: Path
 ) -> None:
