@@ -203,7 +203,7 @@ def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
         assert "cannot answer questions" in result.get("askMessage", ""), result
 
     assert "keystrokes" in result["stats"] and "decode_tok_s" in result["stats"], result["stats"]
-    assert result["disabledStatus"] and result["enabledStatus"]
+    assert result["disabledStatus"] and result["enabledStatus"] and result["restarted"]
 
     if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS"):
         for name in ("vscode-ghost-text.png", "vscode-ask.png"):

@@ -148,6 +148,12 @@ try {
     await page.waitForSelector('.statusbar-item .codicon-sparkle', { timeout });
     result.enabledStatus = true;
     step('statistics, disable, enable');
+    // Restart: the item spins while the new server loads its model, then shows ready again.
+    await runCommand(page, 'waferline: Restart the server', timeout);
+    await page.waitForSelector('.statusbar-item .codicon-loading', { timeout });
+    await page.waitForSelector('.statusbar-item .codicon-sparkle', { timeout });
+    result.restarted = true;
+    step('restarted');
   }
 } catch (e) {
   result.error = String(e);
