@@ -181,7 +181,7 @@ def _greedy(model: Transformer, prompt: Tensor, n: int) -> list[int]:
 def test_int8_logits_track_float32_along_its_greedy_sequence() -> None:
     """Teacher-forced on the float32 model's own greedy sequence: int8 logits stay within a few percent and pick
     the same token almost everywhere. Free-running sequences of a random model part at the first near-tie (bfloat16
-    alone parts after 6 to 60 tokens), so exact equality is checked on the trained model (next test)."""
+    alone parts after 6 to 60 tokens), so token equality is checked on the trained model (next test)."""
     args, state = _confident_tiny()
     prompt = torch.randint(0, args.vocab_size, (12,), generator=torch.Generator().manual_seed(0))
     reference = Transformer(args, open_device("cpu", dtype=torch.float32))
@@ -196,28 +196,40 @@ def test_int8_logits_track_float32_along_its_greedy_sequence() -> None:
     assert (lq.argmax(-1) == lf.argmax(-1)).float().mean() >= 0.9  # 0.93 here; a wrong kernel gives ~0
 
 
+NEAR_TIE = 0.2  # logits; int8 moved the trained model's logits by at most 0.07 (they span ~14)
+CODE_PROMPTS = (
+    "def fibonacci(n):\n",
+    "import os\n\n\ndef read_lines(path):\n",
+    "for (let i = 0; i < n; i++) {",
+    "class Stack:\n    def __init__(self):\n",
+    "#include <stdio.h>\nint main(void) {\n",
+    "fn main() {\n    let v = vec![1, 2, 3];\n",
+)
+
+
 def test_int8_greedy_tokens_equal_float32_on_the_trained_model() -> None:
+    """Along float32's greedy continuation of code prompts, int8 picks the same token at every step that float32
+    decides by a margin of NEAR_TIE or more, and its logits stay within 1% of their range. (At a near-tie even
+    bfloat16 activations alone can flip the choice, and free-running sequences then part.)"""
     from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
     from waferline.engine.weights import stream_tensors, weight_shards
 
     if not (DEFAULT_MODEL_DIR / "config.json").is_file():
         pytest.skip("the trained default model is not in this checkout")
     loaded = load_model(DEFAULT_MODEL_DIR, dtype="float32")
+    reference = loaded.model
     int8 = Transformer(loaded.args, open_device("cpu", dtype=torch.bfloat16, weights="int8"))
     int8.load(stream_tensors(weight_shards(DEFAULT_MODEL_DIR)))
-    for text in ("def fibonacci(n):\n", "import os\n\n\ndef read_lines(path):\n", "for (let i = 0; i < n; i++) {"):
+    decided = steps = 0
+    for text in CODE_PROMPTS:
         prompt = torch.tensor(loaded.tokenizer.encode(text))
-        assert _greedy(int8, prompt, 32) == _greedy(loaded.model, prompt, 32), text
-
-
-def test_bfloat16_logits_stay_close_to_float32() -> None:
-    args, state = _confident_tiny()
-    prompt = torch.randint(0, args.vocab_size, (10,), generator=torch.Generator().manual_seed(3))
-    out = {}
-    for name, dev in (("f32", TorchDevice()), ("bf16", TorchDevice(dtype=torch.bfloat16))):
-        m = Transformer(args, dev)
-        m.load(state.items())
-        with torch.inference_mode():
-            out[name] = m.forward(prompt, m.open_cache(), 0, last_only=False).float()
-    assert (out["bf16"] - out["f32"]).abs().max() < 0.05 * out["f32"].abs().max()
-    assert (out["bf16"].argmax(-1) == out["f32"].argmax(-1)).float().mean() >= 0.9
+        seq = torch.cat((prompt, torch.tensor(_greedy(reference, prompt, 32))))
+        with torch.inference_mode():  # the logits that chose each new token, both models fed float32's sequence
+            lf = reference.forward(seq, reference.open_cache(), 0, last_only=False)[len(prompt) - 1 : -1]
+            lq = int8.forward(seq, int8.open_cache(), 0, last_only=False).float()[len(prompt) - 1 : -1]
+        assert ((lq - lf).abs().amax(-1) < 0.01 * (lf.amax(-1) - lf.amin(-1))).all(), text
+        top2 = lf.topk(2, dim=-1).values
+        clear = (top2[:, 0] - top2[:, 1]) >= NEAR_TIE
+        assert (lq.argmax(-1) == lf.argmax(-1))[clear].all(), text
+        decided, steps = decided + int(clear.sum()), steps + len(clear)
+    assert decided >= 0.6 * steps, f"only {decided} of {steps} steps were decided clearly; the check says little"
