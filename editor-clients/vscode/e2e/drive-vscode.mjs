@@ -124,6 +124,8 @@ try {
     await Promise.race([preview.waitFor({ timeout }), toast.waitFor({ timeout })]);
     if (await preview.isVisible()) {
       const frame = page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+      // The preview renders after its tab appears: wait for the quoted question, which heads every answer.
+      await frame.locator('blockquote', { hasText: args.question }).waitFor({ timeout });
       result.answer = await frame.locator('body').innerText({ timeout });
       await page.screenshot({ path: `${args.screenshots}/vscode-ask.png` });
     } else {
@@ -140,6 +142,7 @@ try {
     await runCommand(page, 'waferline: Show statistics', timeout);
     await page.locator('.tab', { hasText: 'statistics' }).first().waitFor({ timeout });
     const stats = page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+    await stats.locator('table').waitFor({ timeout });
     result.stats = await stats.locator('body').innerText({ timeout });
     await runCommand(page, 'waferline: Disable completions', timeout);
     await page.waitForSelector('.statusbar-item .codicon-circle-slash', { timeout });
