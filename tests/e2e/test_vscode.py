@@ -182,7 +182,10 @@ def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
     url, workspace, env = code_server
     original = (workspace / "sample.py").read_text()
     typed = "    return"
-    result = drive(url, env, tmp_path, type=typed, hoverWord="add", question="Where is add defined?", commands=True)
+    result = drive(
+        url, env, tmp_path, type=typed, hoverWord="add", question="Where is add defined?", commands=True,
+        badServerPath="/nonexistent/waferline",
+    )  # fmt: skip
 
     ghost = result["ghost"]
     shown = ghost["inline"] + "".join("\n" + line for line in ghost["rest"])
@@ -205,6 +208,8 @@ def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
 
     assert "keystrokes" in result["stats"] and "decode_tok_s" in result["stats"], result["stats"]
     assert result["disabledStatus"] and result["enabledStatus"] and result["restarted"]
+    # A bad server path: a notification that names the problem and offers the fix.
+    assert "/nonexistent/waferline" in result["notFound"] and "Set waferline.server.path" in result["notFound"]
 
     if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS"):
         for name in ("vscode-ghost-text.png", "vscode-ask.png"):

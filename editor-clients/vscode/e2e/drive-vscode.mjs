@@ -158,6 +158,27 @@ try {
     result.restarted = true;
     step('restarted');
   }
+
+  if (args.badServerPath) {
+    // A server path that does not exist, typed into the Settings editor: the extension restarts on the change and
+    // says what is wrong and how to fix it; the old path brings the server back.
+    await runCommand(page, 'Preferences: Open User Settings', timeout);
+    await page.waitForSelector('.settings-editor', { timeout });
+    await page.keyboard.type('waferline.server.path');
+    const input = page.locator('.setting-item-contents', { hasText: 'Server: Path' }).locator('input').first();
+    await input.waitFor({ timeout });
+    const original = await input.inputValue();
+    await input.fill(args.badServerPath);
+    await input.press('Tab');
+    const toast = page.locator('.notification-toast', { hasText: 'not an executable file' }).first();
+    await toast.waitFor({ timeout });
+    result.notFound = await toast.innerText();
+    await page.screenshot({ path: `${args.screenshots}/vscode-not-found.png` });
+    await input.fill(original);
+    await input.press('Tab');
+    await page.waitForSelector('.statusbar-item .codicon-sparkle', { timeout });
+    step('server not found, then found again');
+  }
 } catch (e) {
   result.error = String(e);
   await page.screenshot({ path: `${args.screenshots}/vscode-failure.png` }).catch(() => {});
