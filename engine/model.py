@@ -336,7 +336,7 @@ class Transformer:
             h = dev.rms_norm(x, layer.attn_norm, eps)
             qkv = dev.linear(h, layer.qkv, layer.qkv_bias).view(T, H + 2 * KVH, D)  # heads: H query, KVH key, KVH value
             qk = dev.rotary(qkv[:, : H + KVH], cos, sin, start)  # (T, H + KVH, D)
-            q, k = qk.split((H, KVH), dim=1)  # (T, H, D), (T, KVH, D)
+            q, k = qk.split_with_sizes((H, KVH), dim=1)  # (T, H, D), (T, KVH, D); a C++ call, unlike split()
             attn = dev.attend(kv, i, q, k, qkv[:, H + KVH :], start)  # (T, H * D)
             x = dev.add(x, dev.linear(attn, layer.o))
             h = dev.rms_norm(x, layer.mlp_norm, eps)
