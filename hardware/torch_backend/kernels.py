@@ -116,7 +116,7 @@ def rms_norm(x: Tensor, doubled_weight: Tensor, eps: float) -> Tensor:
     """
     n = x.shape[-1]
     both = torch.cat((x, -x), dim=-1)  # (T, 2 * dim)
-    return F.layer_norm(both, (2 * n,), doubled_weight, None, eps)[..., :n]
+    return torch.layer_norm(both, (2 * n,), doubled_weight, None, eps)[..., :n]  # F.layer_norm adds ~0.6 µs of checks
 
 
 def attend_one(keys: Tensor, values: Tensor, q: Tensor) -> Tensor:
