@@ -149,6 +149,10 @@ def edit_request(session_id: str, plan: CompletionPlan, options: Options) -> Edi
     )
 
 
+def precompute_session(session_id: str) -> str:
+    return session_id + "#precompute"
+
+
 def window(worker: Worker, options: Options) -> dict[str, int]:
     """The plan's context size for the loaded model: what its context holds beside the tokens to generate."""
     chars = worker.context_chars(max(options.max_tokens, options.max_multiline_tokens))
@@ -220,7 +224,10 @@ async def precompute_next(
     plan = await asyncio.to_thread(plan_after)
     if not plan.complete:
         return False
-    completion = await worker.precompute(edit_request(session_id, plan, options))
+    # Its own KV session: the text after an accept that may not happen must not displace the document's prompt from
+    # the document's session (the next keystroke's request would prefill its whole window again).
+    request = edit_request(precompute_session(session_id), plan, options)
+    completion = await worker.precompute(request, document=session_id)
     if completion is None or not completion.complete:
         return False  # preempted by typing: a cut-short completion is not worth keeping
     finished = await asyncio.to_thread(finish_completion, after, cursor, language_id, completion.text, plan)

@@ -133,10 +133,13 @@ class Worker:
         )
         return completion
 
-    def _submit(self, request: EditRequest, *, idle: bool) -> Job:
+    def _submit(self, request: EditRequest, *, idle: bool, document: str | None = None) -> Job:
+        """Queue the request under its document's key (by default its session), so a newer one supersedes it."""
         holder: list[Job] = []
         job = self.scheduler.submit(
-            request.session_id, lambda should_cancel: self._run(request, should_cancel, holder[0]), idle=idle
+            document or request.session_id,
+            lambda should_cancel: self._run(request, should_cancel, holder[0]),
+            idle=idle,
         )
         holder.append(job)
         return job
@@ -154,9 +157,10 @@ class Worker:
         await self._loaded_once.wait()
         return await self._await(self._submit(request, idle=False))
 
-    async def precompute(self, request: EditRequest) -> Completion | None:
-        """Like `complete`, but only while the engine has nothing else to do; any regular request preempts it."""
-        return await self._await(self._submit(request, idle=True))
+    async def precompute(self, request: EditRequest, *, document: str | None = None) -> Completion | None:
+        """Like `complete`, but only while the engine has nothing else to do: any regular request preempts it, and a
+        regular request for `document` supersedes it (the request may use a KV session of its own)."""
+        return await self._await(self._submit(request, idle=True, document=document))
 
     def context_chars(self, max_new_tokens: int) -> int | None:
         """The prompt characters the loaded model's context holds (None before a model is loaded, or no limit)."""
@@ -176,6 +180,7 @@ class Worker:
         def work(_cancel: Callable[[], bool]) -> None:
             if self.completer is not None:
                 self.completer.drop_session(session_id)
+                self.completer.drop_session(session_id + "#precompute")  # inline.precompute_session
 
         self.scheduler.submit(f"drop:{session_id}", work)
 
