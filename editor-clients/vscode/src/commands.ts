@@ -2,6 +2,7 @@
 // restart the server. Answers and statistics open as Markdown previews of a read-only virtual document.
 import * as vscode from 'vscode';
 import { ASK_REQUEST, type WaferlineClient } from './client';
+import { markdownOf, statsMarkdown, withoutFileLinks } from './markdown';
 import { setCompletionsEnabled } from './settings';
 
 const SCHEME = 'waferline';
@@ -22,33 +23,6 @@ class AnswerDocuments implements vscode.TextDocumentContentProvider {
   provideTextDocumentContent(uri: vscode.Uri): string {
     return this.texts.get(uri.toString()) ?? '';
   }
-}
-
-/** Markdown text of an answer, whatever shape the server gave it. */
-export function markdownOf(result: unknown): string {
-  if (typeof result === 'string') {
-    return result;
-  }
-  if (result && typeof result === 'object') {
-    const r = result as Record<string, unknown>;
-    for (const key of ['markdown', 'answer', 'value', 'contents']) {
-      const v = r[key];
-      if (typeof v === 'string') {
-        return v;
-      }
-      if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'string') {
-        return (v as { value: string }).value;
-      }
-    }
-  }
-  return '```json\n' + JSON.stringify(result, null, 2) + '\n```';
-}
-
-export function statsMarkdown(stats: Record<string, unknown>): string {
-  const rows = Object.keys(stats)
-    .sort()
-    .map((k) => `| ${k} | ${stats[k] === null ? '–' : JSON.stringify(stats[k])} |`);
-  return ['# waferline statistics', '', '| figure | value |', '|---|---|', ...rows, ''].join('\n');
 }
 
 async function preview(uri: vscode.Uri): Promise<void> {
@@ -86,7 +60,7 @@ export function registerCommands(context: vscode.ExtensionContext, waferline: Wa
         (_progress, token) => client.sendRequest(ASK_REQUEST, params, token),
       );
       question += 1;
-      const body = `> ${text.trim()}\n\n${markdownOf(result)}\n`;
+      const body = `> ${text.trim()}\n\n${withoutFileLinks(markdownOf(result))}\n`;
       await preview(documents.set(`answer-${question}`, body));
     } catch (e) {
       const code = (e as { code?: number }).code;
