@@ -54,6 +54,7 @@ class TrainConfig:
     corpus_root: Path | None = None  # default: the interpreter's standard library
     held_out_percent: int = HELD_OUT_PERCENT
     vocab_size: int = VOCAB_SIZE
+    init_from: Path | None = None  # start from these weights (a model directory) instead of random ones
     extra: dict[str, Any] = field(default_factory=dict)
 
     def model_args(self) -> ModelArgs:
@@ -155,6 +156,11 @@ def train(cfg: TrainConfig, *, resume: bool = True, progress: bool = True) -> di
     ckpt_path, csv_path, png_path = cfg.out_dir / "ckpt.pt", cfg.out_dir / "loss.csv", cfg.out_dir / "loss.png"
     step, elapsed = 0, 0.0
     state = load_state(ckpt_path) if resume else None
+    if state is None and cfg.init_from is not None:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(Path(cfg.init_from) / "model.safetensors")), strict=True)
+        log.info("weights initialised from %s", cfg.init_from)
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])

@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--max-files", type=int, default=None, help="use only the first N corpus files (tests)")
     parser.add_argument("--corpus", type=Path, default=None, help="a folder of .py files instead of the stdlib")
+    parser.add_argument("--init-from", type=Path, default=None, help="start from a model directory's weights")
+    parser.add_argument(
+        "--tokenizer", type=Path, default=None, help="reuse this tokenizer.json instead of training one"
+    )
     parser.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in --out")
     parser.add_argument("--export", type=Path, default=None, help="copy the final model directory here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -45,8 +49,12 @@ def run(args: argparse.Namespace) -> int:
         out_dir=args.out, preset=args.preset, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
         max_steps=args.max_steps, max_minutes=args.max_minutes, seed=args.seed, fim_rate=args.fim_rate,
         checkpoint_minutes=args.checkpoint_minutes, autocast=args.autocast, threads=args.threads,
-        max_files=args.max_files, corpus_root=args.corpus,
+        max_files=args.max_files, corpus_root=args.corpus, init_from=args.init_from,
     )  # fmt: skip
+    if args.tokenizer is not None:  # the run directory's tokenizer is what prepare_data uses when it exists
+        args.out.mkdir(parents=True, exist_ok=True)
+        if not (args.out / "tokenizer.json").is_file():
+            shutil.copy2(args.tokenizer, args.out / "tokenizer.json")
     summary = train(cfg, resume=not args.no_resume, progress=not args.quiet)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if args.export is not None:

@@ -68,6 +68,13 @@ def test_short_training_lowers_the_loss_resumes_and_exports(tmp_path: Path, corp
     assert steps[-3:] == [30, 35, 35]
     lm = load_model(out / "export")
     assert lm.fim is not None and lm.fim.family == "waferline" and lm.args.max_seq_len == 64
+    # a new run initialised from the exported weights starts where the first one ended, not at random
+    cfg = _small_config(tmp_path / "finetune", corpus_dir, steps=2)
+    cfg.init_from = out / "export"
+    (tmp_path / "finetune").mkdir()
+    (tmp_path / "finetune" / "tokenizer.json").write_bytes((out / "tokenizer.json").read_bytes())
+    tuned = train(cfg, progress=False)
+    assert tuned["first_train_loss"] < summary["first_train_loss"] - 0.5
 
 
 def test_config_is_a_dataclass_with_the_shipped_defaults() -> None:
