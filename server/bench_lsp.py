@@ -86,14 +86,9 @@ def print_table(summary: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from waferline.server.typing_session import SCRIPT, type_script
+    from waferline.server.typing_session import SCRIPT, check_session_args, type_script
 
-    if args.cps <= 0:
-        raise ValueError(f"--cps must be positive, got {args.cps}")
-    if args.keys is not None and args.keys < 1:
-        raise ValueError(f"--keys must be at least 1, got {args.keys}")
-    if args.file is not None and not args.file.is_file():
-        raise OSError(f"--file {args.file}: no such file")
+    check_session_args(args)
     session = asyncio.run(
         type_script(
             model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps, script=SCRIPT[: args.keys],

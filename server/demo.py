@@ -87,14 +87,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.live import Live
 
     from waferline.server.bench_lsp import print_table, summarize
-    from waferline.server.typing_session import SCRIPT, Session, type_script
+    from waferline.server.typing_session import SCRIPT, Session, check_session_args, type_script
 
-    if args.cps <= 0:
-        raise ValueError(f"--cps must be positive, got {args.cps}")
-    if args.keys is not None and args.keys < 1:
-        raise ValueError(f"--keys must be at least 1, got {args.keys}")
-    if args.file is not None and not args.file.is_file():
-        raise OSError(f"--file {args.file}: no such file")
+    check_session_args(args)
     console = Console()
     title = f"waferline demo · {args.file or 'colorsys.py'} · typing at {args.cps:g} chars/s"
     with Live(console=console, refresh_per_second=20, transient=False) as live:

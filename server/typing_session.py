@@ -90,6 +90,16 @@ class Session:
         return types.Position(line=line, character=len(self.text[start:offset].encode("utf-16-le")) // 2)
 
 
+def check_session_args(args: Any) -> None:
+    """Refuse the typing-session options that `demo` and `bench-lsp` share, before any server starts."""
+    if args.cps <= 0:
+        raise ValueError(f"--cps must be positive, got {args.cps}")
+    if args.keys is not None and args.keys < 1:
+        raise ValueError(f"--keys must be at least 1, got {args.keys}")
+    if args.file is not None and not args.file.is_file():
+        raise OSError(f"--file {args.file}: no such file")
+
+
 def server_command(model: str | None, backend: str, log_file: str | None) -> list[str]:
     """`waferline serve`, run by this interpreter the way an editor would start it."""
     cmd = [sys.executable, "-m", "waferline.server.cli", "serve", "--backend", backend]
