@@ -11,27 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from waferline.server.stats import percentile
+from waferline.server.typing_session import add_session_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
-    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
-    parser.add_argument("--file", type=Path, help="Python file to type into (default: colorsys.py of the stdlib)")
-    parser.add_argument(
-        "--cps",
-        type=float,
-        default=12.0,
-        help="keys per second within a word (default 12; pauses after words and lines are longer)",
-    )
+    add_session_arguments(parser)
     parser.add_argument("--no-accept", action="store_true", help="never accept a suggestion: type every character")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--keys", type=int, help="type only the first KEYS characters of the script (a short run)")
-    parser.add_argument("--log-file", help="the server's log file")
 
 
 def summarize(session: Any) -> dict[str, Any]:

@@ -10,26 +10,16 @@ distribution (keystroke sent -> response received) and the server's statistics.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
+
+from waferline.server.typing_session import add_session_arguments
 
 VIEW_LINES = 18  # lines of the file shown around the cursor
 BUCKETS_MS = (5, 10, 20, 50, 100, 150, 250, 500, 1000)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
-    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
-    parser.add_argument("--file", type=Path, help="Python file to type into (default: colorsys.py of the stdlib)")
-    parser.add_argument(
-        "--cps",
-        type=float,
-        default=12.0,
-        help="keys per second within a word (default 12; pauses after words and lines are longer)",
-    )
-    parser.add_argument("--keys", type=int, help="type only the first KEYS characters of the script (a short run)")
-    parser.add_argument("--log-file", help="the server's log file")
+    add_session_arguments(parser)
 
 
 def render(session: Any, title: str) -> Any:

@@ -9,6 +9,7 @@ Latency is measured per request: keystroke sent -> response received.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import sysconfig
@@ -88,6 +89,22 @@ class Session:
         line = self.text.count("\n", 0, offset)
         start = self.text.rfind("\n", 0, offset) + 1
         return types.Position(line=line, character=len(self.text[start:offset].encode("utf-16-le")) // 2)
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options `demo` and `bench-lsp` share: which model, which file, how fast to type, how much of the script."""
+    parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
+    parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
+    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
+    parser.add_argument("--file", type=Path, help="Python file to type into (default: colorsys.py of the stdlib)")
+    parser.add_argument(
+        "--cps",
+        type=float,
+        default=12.0,
+        help="keys per second within a word (default 12; pauses after words and lines are longer)",
+    )
+    parser.add_argument("--keys", type=int, help="type only the first KEYS characters of the script (a short run)")
+    parser.add_argument("--log-file", help="the server's log file")
 
 
 def check_session_args(args: Any) -> None:
