@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from waferline.hardware import Device, KVRef, WeightRef
+from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights
 
 SUPPORTED_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 
@@ -232,17 +233,6 @@ def init_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float
     return dict(iter_random(args, seed, dtype))
 
 
-@dataclass
-class LayerWeights:
-    attn_norm: WeightRef
-    qkv: WeightRef  # fused (q + 2 kv, dim)
-    qkv_bias: WeightRef | None
-    o: WeightRef
-    mlp_norm: WeightRef
-    gate_up: WeightRef  # fused (2 * inter, dim)
-    down: WeightRef
-
-
 class Transformer:
     """A Llama/Qwen2 decoder whose weights live on a Device; forward() runs one chunk of one sequence."""
 
@@ -253,6 +243,7 @@ class Transformer:
         self.embedding: WeightRef | None = None
         self.norm: WeightRef | None = None
         self.lm_head: WeightRef | None = None
+        self.fused: FusedStep | None = None  # the device's whole one-token step, when it has one (set by load)
         cos, sin = rope_tables(args, args.max_seq_len)
         self.rope_cos = device.place("rope.cos", cos, role="table")
         self.rope_sin = device.place("rope.sin", sin, role="table")
@@ -296,6 +287,18 @@ class Transformer:
         if missing:
             raise ValueError(f"checkpoint lacks {len(missing)} tensors, for example {sorted(missing)[0]!r}")
         self.layers = [LayerWeights(**slots[i]) for i in range(args.n_layers)]
+        self.fused = dev.fuse_decoder(self.plan())
+
+    def plan(self) -> DecoderPlan:
+        """The placed model as one description, for `Device.fuse_decoder`."""
+        a = self.args
+        assert self.embedding is not None and self.norm is not None and self.lm_head is not None, "load() first"
+        return DecoderPlan(
+            dim=a.dim, n_layers=a.n_layers, n_heads=a.n_heads, n_kv_heads=a.n_kv_heads, head_dim=a.head_dim,
+            intermediate_size=a.intermediate_size, vocab=a.vocab_size, max_seq_len=a.max_seq_len, norm_eps=a.norm_eps,
+            embedding=self.embedding, layers=self.layers, norm=self.norm, lm_head=self.lm_head,
+            rope_cos=self.rope_cos, rope_sin=self.rope_sin,
+        )  # fmt: skip
 
     def _place_ready(self, i: int, parts: dict[str, Tensor], slot: dict[str, Any]) -> None:
         dev, p = self.device, f"layers.{i}."
@@ -327,6 +330,10 @@ class Transformer:
         T = tokens.shape[0]
         assert start == kv.length, f"forward at position {start}, but the cache holds {kv.length}"
         assert start + T <= kv.max_tokens, f"{start + T} tokens exceed the cache's {kv.max_tokens}"
+        if T == 1 and self.fused is not None:  # the backend's whole-step kernel: same math, one call
+            logits = self.fused(int(tokens[0]), kv, start)
+            dev.kv_advance(kv, start + 1)
+            return logits
         H, KVH, D = args.n_heads, args.n_kv_heads, args.head_dim
         cos, sin, eps = self.rope_cos, self.rope_sin, args.norm_eps
         # One decode step is ~15 device calls per layer, each costing microseconds of dispatch whatever its size, so

@@ -7,6 +7,7 @@ A backend may fuse or compile behind these calls; if a call needs more, change t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -55,6 +56,45 @@ class KVRef:
     def nbytes(self) -> int:
         """Bytes the whole preallocated cache holds (every position, used or not)."""
         return self.bytes_per_token * self.max_tokens
+
+
+@dataclass
+class LayerWeights:
+    """One decoder layer's placed weights."""
+
+    attn_norm: WeightRef
+    qkv: WeightRef  # fused (q + 2 kv, dim)
+    qkv_bias: WeightRef | None
+    o: WeightRef
+    mlp_norm: WeightRef
+    gate_up: WeightRef  # fused (2 * inter, dim)
+    down: WeightRef
+
+
+@dataclass(kw_only=True)
+class DecoderPlan:
+    """A whole placed decoder, for backends that run a one-token step in one call (`Device.fuse_decoder`)."""
+
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab: int
+    max_seq_len: int
+    norm_eps: float
+    embedding: WeightRef
+    layers: list[LayerWeights]
+    norm: WeightRef
+    lm_head: WeightRef
+    rope_cos: WeightRef  # (max_seq_len, head_dim // 2), role 'table'
+    rope_sin: WeightRef
+
+
+# step(token, kv, position) -> logits (1, vocab): writes the token's keys and values at `position`; the caller
+# advances the cache (kv_advance), as after the per-op calls.
+FusedStep = Callable[[int, "KVRef", int], Tensor]
 
 
 @runtime_checkable
@@ -116,6 +156,12 @@ class Device(Protocol):
 
     def add(self, x: Tensor, y: Tensor) -> Tensor:
         """The residual add."""
+        ...
+
+    # -- a whole step ------------------------------------------------------------------------------------------------
+    def fuse_decoder(self, plan: DecoderPlan) -> FusedStep | None:
+        """A one-token step equal to the per-op calls for this placed model, or None: the engine then makes the
+        per-op calls. Called once after load; a backend that counts or emulates per op returns None."""
         ...
 
     # -- accounting ------------------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ log = logging.getLogger("waferline.training")
 @dataclass(frozen=True, kw_only=True)
 class ExampleConfig:
     seq_len: int = 1024
-    fim_rate: float = 0.5  # share of files that become a FIM example
+    fim_rate: float = 0.5  # share of files (per pass) that become fill-in-the-middle examples instead of a plain one
+    passes: int = 1  # times each file is drawn, with fresh choices each time (more, different FIM examples)
     spm_rate: float = 0.5  # share of FIM examples in suffix-prefix-middle order
     prefix_chars: int = 2400  # character windows around the middle (cut to whole lines); tokens trim further
     suffix_chars: int = 1200
@@ -34,22 +35,31 @@ class ExampleConfig:
 def build_examples(
     files: Sequence[SourceFile], tokenizer: Tokenizer, cfg: ExampleConfig, seed: int
 ) -> tuple[list[list[int]], dict[str, int]]:
-    """One token sequence per file, and counts of the kinds drawn (plain, psm, spm, and each span kind)."""
+    """Token sequences and counts of the kinds drawn (plain, psm, spm, and each span kind).
+
+    Each pass draws every file once: either the whole file as a plain causal-LM example, or (with probability
+    fim_rate) fill-in-the-middle examples, one per prefix+suffix window's worth of the file, so that FIM takes about
+    fim_rate of the tokens as well as of the files, and a long file teaches more than one middle.
+    """
     rng = random.Random(seed)
     ids = FimIds.of(tokenizer)
     counts: dict[str, int] = {}
     out: list[list[int]] = []
-    for f in files:
-        if rng.random() < cfg.fim_rate:
-            span = sample_span(f.text, parse(f.text), rng)
-            order: Order = "spm" if rng.random() < cfg.spm_rate else "psm"
-            prefix, middle, suffix = context_window(f.text, span, cfg.prefix_chars, cfg.suffix_chars)
-            out.append(fim_example(tokenizer, ids, prefix, middle, suffix, order, cfg.seq_len))
-            counts[order] = counts.get(order, 0) + 1
-            counts[span.kind] = counts.get(span.kind, 0) + 1
-        else:
-            out.append([*tokenizer.encode(f.text), ids.eot])
-            counts["plain"] = counts.get("plain", 0) + 1
+    window = cfg.prefix_chars + cfg.suffix_chars
+    for _ in range(cfg.passes):
+        for f in files:
+            if rng.random() >= cfg.fim_rate:
+                out.append([*tokenizer.encode(f.text), ids.eot])
+                counts["plain"] = counts.get("plain", 0) + 1
+                continue
+            tree = parse(f.text)
+            for _ in range(max(1, round(len(f.text) / window))):
+                span = sample_span(f.text, tree, rng)
+                order: Order = "spm" if rng.random() < cfg.spm_rate else "psm"
+                prefix, middle, suffix = context_window(f.text, span, cfg.prefix_chars, cfg.suffix_chars)
+                out.append(fim_example(tokenizer, ids, prefix, middle, suffix, order, cfg.seq_len))
+                counts[order] = counts.get(order, 0) + 1
+                counts[span.kind] = counts.get(span.kind, 0) + 1
     return out, counts
 
 

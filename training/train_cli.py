@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-minutes", type=float, default=None, help="wall-clock training budget")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--fim-rate", type=float, default=0.5, help="share of fill-in-the-middle examples")
+    parser.add_argument("--passes", type=int, default=1, help="draw the corpus this many times into examples")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the training step (~30 s first)")
     parser.add_argument("--checkpoint-minutes", type=float, default=10.0)
     parser.add_argument("--autocast", choices=["auto", "on", "off"], default="auto", help="bfloat16 autocast")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: torch's default)")
@@ -45,10 +47,13 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise ValueError(f"--max-minutes must be positive, got {args.max_minutes}")
+    if args.passes < 1:
+        raise ValueError(f"--passes must be at least 1, got {args.passes}")
     cfg = TrainConfig(
         out_dir=args.out, preset=args.preset, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
         max_steps=args.max_steps, max_minutes=args.max_minutes, seed=args.seed, fim_rate=args.fim_rate,
-        checkpoint_minutes=args.checkpoint_minutes, autocast=args.autocast, threads=args.threads,
+        passes=args.passes, compile=args.compile, checkpoint_minutes=args.checkpoint_minutes, autocast=args.autocast,
+        threads=args.threads,
         max_files=args.max_files, corpus_root=args.corpus, init_from=args.init_from,
     )  # fmt: skip
     if args.tokenizer is not None:  # the run directory's tokenizer is what prepare_data uses when it exists

@@ -19,11 +19,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from waferline.hardware.device import KVRef, WeightRef
-from waferline.hardware.torch_backend import kernels
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, WeightRef
+from waferline.hardware.torch_backend import fused, kernels
 from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 
 WEIGHT_FORMATS = ("float", "int8")
+# Models up to this many placed weight bytes decode through the fused C step on the CPU (fused.py). Past it a step is
+# bound by streaming weights, not by dispatch, and torch's multi-threaded kernels are the faster path.
+FUSE_MAX_WEIGHT_BYTES = 64 << 20
 
 
 @dataclass(eq=False)
@@ -149,6 +152,12 @@ class TorchDevice:
 
     def add(self, x: Tensor, y: Tensor) -> Tensor:
         return x + y
+
+    # -- a whole step ----------------------------------------------------------------------------------------------
+    def fuse_decoder(self, plan: DecoderPlan) -> FusedStep | None:
+        if self.torch_device.type != "cpu" or self._counts["weight_bytes"] > FUSE_MAX_WEIGHT_BYTES:
+            return None
+        return fused.build(plan, weights=self.weights, dtype=self.dtype, max_tokens=plan.max_seq_len)
 
     # -- accounting --------------------------------------------------------------------------------------------------
     def counters(self) -> dict[str, float]:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import KVRef, WeightRef
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, WeightRef
 from waferline.hardware.wafer import attention, ops
 from waferline.hardware.wafer.cost import COUNTER_KEYS, Cost, CostReport, report
 from waferline.hardware.wafer.placement import (
@@ -221,6 +221,9 @@ class WaferDevice:
         counts[f"op.{op}.cycles"] += cost.counts["cycles"]
         counts[f"op.{op}.calls"] += 1
         counts["ops"] += 1
+
+    def fuse_decoder(self, plan: DecoderPlan) -> FusedStep | None:
+        return None  # the emulator's point is to run and count each operation tile by tile
 
     def counters(self) -> dict[str, float]:
         """Accumulated costs since the last reset, plus the memory state (tiles and bytes in use now)."""

@@ -1,0 +1,233 @@
+/* One whole decode step of a Llama/Qwen2 decoder in plain C: the torch backend's fast path for small models.
+ *
+ * A ~5M-parameter model's step is ~4.9M multiply-adds, a fraction of a millisecond of arithmetic, but ~150 eager torch
+ * calls cost ~0.5 ms of dispatch alone (docs/benchmarks.md). Here the step is one call: every vector op runs in a
+ * loop that the compiler vectorises (-O3 -march=native -fopenmp-simd), and nothing is allocated.
+ *
+ * Numerics: activations, norms, rotary, softmax and accumulations in float32. Weights are either float32 stored
+ * transposed (in, out), as the torch backend keeps them, or int8 rows (out, in) with one float32 scale per row. An
+ * int8 product quantises its input vector to 8 bits too (one scale per vector, symmetric; stored as x + 128 so that
+ * AVX512-VNNI's unsigned-by-signed dot product applies, with the weight row's sum taking the offset back out), then
+ * accumulates exactly in int32: one instruction per 64 multiply-adds where the CPU has VNNI, a plain loop that
+ * computes the same integers where it does not.
+ * The KV cache is the torch backend's own tensor, (layers, 2, kv_heads, max_tokens, head_dim) in float32 or bfloat16,
+ * so that prefill (torch) and decode (here) share it. Compiled and loaded by fused.py; the layout of `dims` and
+ * `ptrs` is defined there, next to the code that fills them.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define WAFERLINE_VNNI 1
+#endif
+
+enum { D_DIM, D_LAYERS, D_HEADS, D_KV_HEADS, D_HEAD_DIM, D_INTER, D_VOCAB, D_MAX_TOKENS, D_WFMT, D_KVFMT, D_EMBFMT,
+       D_COUNT };
+enum { W_F32 = 0, W_INT8 = 1 };
+enum { KV_F32 = 0, KV_BF16 = 1 };
+
+/* Global pointers, then per layer PER_LAYER pointers (see fused.py: GLOBAL_PTRS and LAYER_PTRS). */
+/* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
+enum { P_EMBED, P_NORM, P_HEAD_W, P_HEAD_S, P_HEAD_R, P_COS, P_SIN, P_SCRATCH, GLOBAL_PTRS };
+enum { L_ATTN_NORM, L_QKV_W, L_QKV_S, L_QKV_R, L_QKV_B, L_O_W, L_O_S, L_O_R, L_MLP_NORM, L_GU_W, L_GU_S, L_GU_R,
+       L_DOWN_W, L_DOWN_S, L_DOWN_R, PER_LAYER };
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch does; NaN stays NaN */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* x (n floats) -> xq = round(x / s) + 128 as bytes, s = max|x| / 127; returns s (0 for an all-zero x). */
+static float quantize_u8(uint8_t *restrict xq, const float *restrict x, int64_t n) {
+    float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const float s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) xq[i] = (uint8_t)(lrintf(x[i] * inv) + 128);
+    return s;
+}
+
+/* sum_i xq[i] * row[i] in exact int32 arithmetic. */
+static inline int32_t dot_u8s8(const uint8_t *restrict xq, const int8_t *restrict row, int64_t n) {
+    int64_t i = 0;
+    int32_t acc = 0;
+#ifdef WAFERLINE_VNNI
+    __m512i v = _mm512_setzero_si512();
+    for (; i + 64 <= n; i += 64) v = _mm512_dpbusd_epi32(v, _mm512_loadu_si512(xq + i), _mm512_loadu_si512(row + i));
+    acc = _mm512_reduce_add_epi32(v);
+#endif
+#pragma omp simd reduction(+ : acc)
+    for (int64_t j = i; j < n; j++) acc += (int32_t)xq[j] * (int32_t)row[j];
+    return acc;
+}
+
+/* y[out] = W x (+ b): W float32 transposed (in, out), or int8 (out, in) with per-row scales and sums (see top). */
+static void linear(float *restrict y, const float *restrict x, const void *w, const float *scale, const int32_t *rowsum,
+                   const float *bias, int64_t n_in, int64_t n_out, int64_t fmt, uint8_t *restrict xq) {
+    if (fmt == W_INT8) {
+        const int8_t *q = (const int8_t *)w;
+        const float sx = quantize_u8(xq, x, n_in);
+        for (int64_t o = 0; o < n_out; o++) {
+            const int32_t dot = dot_u8s8(xq, q + o * n_in, n_in) - 128 * rowsum[o];
+            y[o] = (float)dot * sx * scale[o];
+        }
+    } else {
+        const float *wt = (const float *)w;
+        memset(y, 0, sizeof(float) * (size_t)n_out);
+        for (int64_t i = 0; i < n_in; i++) {
+            const float xi = x[i];
+            const float *row = wt + i * n_out;
+#pragma omp simd
+            for (int64_t o = 0; o < n_out; o++) y[o] += xi * row[o];
+        }
+    }
+    if (bias) {
+#pragma omp simd
+        for (int64_t o = 0; o < n_out; o++) y[o] += bias[o];
+    }
+}
+
+static void rms_norm(float *restrict out, const float *restrict x, const float *restrict w, int64_t n, float eps) {
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv * w[i];
+}
+
+/* Half-split (NeoX / Hugging Face) rotary embedding of one head in place. */
+static void rotary(float *restrict v, const float *restrict cos_row, const float *restrict sin_row, int64_t half) {
+    for (int64_t i = 0; i < half; i++) {
+        const float a = v[i], b = v[i + half], c = cos_row[i], s = sin_row[i];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+    }
+}
+
+static inline float kv_get(const void *base, int64_t fmt, int64_t i) {
+    return fmt == KV_BF16 ? bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
+    if (fmt == KV_BF16)
+        ((uint16_t *)base)[i] = f32_to_bf16(v);
+    else
+        ((float *)base)[i] = v;
+}
+
+/* Scratch floats the step needs (fused.py allocates this many). */
+int64_t waferline_scratch_floats(const int64_t *dims) {
+    const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
+    const int64_t qkv = (h + 2 * kvh) * hd;
+    const int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
+    return 2 * dim + qkv + h * hd + 2 * dims[D_INTER] + dims[D_MAX_TOKENS] + dim + (widest + dim) / 4 + 16;
+}
+
+/* Run token `token` at position `pos` (the cache holds positions < pos), write K/V at pos, logits (vocab) out.
+ * `kv` holds `max_t` positions per layer and head (a session's cache may be shorter than the model's context). */
+int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t, int64_t token,
+                   int64_t pos, float *logits) {
+    const int64_t dim = dims[D_DIM], n_layers = dims[D_LAYERS], H = dims[D_HEADS], KVH = dims[D_KV_HEADS];
+    const int64_t D = dims[D_HEAD_DIM], inter = dims[D_INTER], vocab = dims[D_VOCAB];
+    const int64_t wfmt = dims[D_WFMT], kvfmt = dims[D_KVFMT], embfmt = dims[D_EMBFMT];
+    const float eps = *eps_p;
+    if (token < 0 || token >= vocab || pos < 0 || pos >= max_t || max_t > dims[D_MAX_TOKENS]) return 1;
+    const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D;
+    float *x = (float *)ptrs[P_SCRATCH];
+    float *xb = x + dim, *qkv = xb + dim, *att = qkv + qkv_n, *hb = att + H * D, *scores = hb + 2 * inter;
+    float *tmp = scores + dims[D_MAX_TOKENS];
+    uint8_t *xq = (uint8_t *)(tmp + dim);
+    const float *cos_row = (const float *)ptrs[P_COS] + pos * half, *sin_row = (const float *)ptrs[P_SIN] + pos * half;
+    const float scale = 1.0f / sqrtf((float)D);
+
+    if (embfmt == KV_BF16) {
+        const uint16_t *row = (const uint16_t *)ptrs[P_EMBED] + token * dim;
+        for (int64_t i = 0; i < dim; i++) x[i] = bf16_to_f32(row[i]);
+    } else {
+        memcpy(x, (const float *)ptrs[P_EMBED] + token * dim, sizeof(float) * (size_t)dim);
+    }
+
+    for (int64_t l = 0; l < n_layers; l++) {
+        void *const *p = ptrs + GLOBAL_PTRS + l * PER_LAYER;
+        rms_norm(xb, x, (const float *)p[L_ATTN_NORM], dim, eps);
+        linear(qkv, xb, p[L_QKV_W], (const float *)p[L_QKV_S], (const int32_t *)p[L_QKV_R], (const float *)p[L_QKV_B], dim,
+               qkv_n, wfmt, xq);
+        for (int64_t h = 0; h < H + KVH; h++) rotary(qkv + h * D, cos_row, sin_row, half); /* q heads, then k heads */
+        const float *q = qkv, *k = qkv + H * D, *v = qkv + (H + KVH) * D;
+        const int64_t layer_base = l * 2 * KVH * max_t * D; /* keys of layer l; values follow after KVH * max_t * D */
+        for (int64_t g = 0; g < KVH; g++) {
+            const int64_t kb = layer_base + g * max_t * D, vb = layer_base + (KVH + g) * max_t * D;
+            for (int64_t i = 0; i < D; i++) {
+                kv_put(kv, kvfmt, kb + pos * D + i, k[g * D + i]);
+                kv_put(kv, kvfmt, vb + pos * D + i, v[g * D + i]);
+            }
+        }
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t g = h / G, kb = layer_base + g * max_t * D, vb = layer_base + (KVH + g) * max_t * D;
+            const float *qh = q + h * D;
+            float mx = -INFINITY;
+            for (int64_t t = 0; t <= pos; t++) {
+                float s = 0.0f;
+                if (kvfmt == KV_BF16) {
+                    const uint16_t *kr = (const uint16_t *)kv + kb + t * D;
+#pragma omp simd reduction(+ : s)
+                    for (int64_t i = 0; i < D; i++) s += qh[i] * bf16_to_f32(kr[i]);
+                } else {
+                    const float *kr = (const float *)kv + kb + t * D;
+#pragma omp simd reduction(+ : s)
+                    for (int64_t i = 0; i < D; i++) s += qh[i] * kr[i];
+                }
+                s *= scale;
+                scores[t] = s;
+                if (s > mx) mx = s;
+            }
+            float sum = 0.0f;
+            for (int64_t t = 0; t <= pos; t++) {
+                scores[t] = expf(scores[t] - mx);
+                sum += scores[t];
+            }
+            float *out = att + h * D;
+            memset(out, 0, sizeof(float) * (size_t)D);
+            for (int64_t t = 0; t <= pos; t++) {
+                const float w = scores[t] / sum;
+                if (kvfmt == KV_BF16) {
+                    const uint16_t *vr = (const uint16_t *)kv + vb + t * D;
+#pragma omp simd
+                    for (int64_t i = 0; i < D; i++) out[i] += w * bf16_to_f32(vr[i]);
+                } else {
+                    const float *vr = (const float *)kv + vb + t * D;
+#pragma omp simd
+                    for (int64_t i = 0; i < D; i++) out[i] += w * vr[i];
+                }
+            }
+        }
+        linear(tmp, att, p[L_O_W], (const float *)p[L_O_S], (const int32_t *)p[L_O_R], NULL, H * D, dim, wfmt, xq);
+        for (int64_t i = 0; i < dim; i++) x[i] += tmp[i];
+        rms_norm(xb, x, (const float *)p[L_MLP_NORM], dim, eps);
+        linear(hb, xb, p[L_GU_W], (const float *)p[L_GU_S], (const int32_t *)p[L_GU_R], NULL, dim, 2 * inter, wfmt, xq);
+        for (int64_t i = 0; i < inter; i++) {
+            const float gt = hb[i];
+            hb[i] = gt / (1.0f + expf(-gt)) * hb[inter + i];
+        }
+        linear(tmp, hb, p[L_DOWN_W], (const float *)p[L_DOWN_S], (const int32_t *)p[L_DOWN_R], NULL, inter, dim, wfmt,
+               xq);
+        for (int64_t i = 0; i < dim; i++) x[i] += tmp[i];
+    }
+    rms_norm(xb, x, (const float *)ptrs[P_NORM], dim, eps);
+    linear(logits, xb, ptrs[P_HEAD_W], (const float *)ptrs[P_HEAD_S], (const int32_t *)ptrs[P_HEAD_R], NULL, dim, vocab,
+           wfmt, xq);
+    return 0;
+}
