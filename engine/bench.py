@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         "dtype": args.dtype,
         "backend": args.backend,
         "threads": torch.get_num_threads(),
+        "decode_path": "fused" if getattr(loaded.model, "fused", None) is not None else "per-op",
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,
@@ -260,6 +261,10 @@ def print_table(report: dict[str, Any]) -> None:
     rows = [
         ("parameters", f"{report['params'] / 1e6:.1f} M"),
         ("threads", str(report["threads"])),
+        (
+            "decode path",
+            report["decode_path"] + (" (one C call per token)" if report["decode_path"] == "fused" else ""),
+        ),
         ("prompt / new tokens", f"{report['prompt_tokens']} / {report['new_tokens']}"),
         ("prefill", f"{report['prefill_tok_s']:,.0f} tok/s (median {report['prefill_tok_s_median']:,.0f})"),
         ("decode", f"{report['decode_tok_s']:,.1f} tok/s (median {report['decode_tok_s_median']:,.1f})"),

@@ -25,13 +25,19 @@ class Int8Linear:
 
     q: Tensor
     scale: Tensor
+    q_mm: Tensor  # q as `_weight_int8pack_mm` takes it: columns zero-padded to a multiple of INT8_MM_K_MULTIPLE
 
     def nbytes(self) -> int:
-        return self.q.numel() * self.q.element_size() + self.scale.numel() * self.scale.element_size()
+        return self.q_mm.numel() * self.q_mm.element_size() + self.scale.numel() * self.scale.element_size()
 
     def dequantize(self) -> Tensor:
         """(out, in) in float32: the weight this stands for."""
         return self.q.float() * self.scale.float()[:, None]
+
+
+# torch 2.13's CPU `_weight_int8pack_mm` reads past the row (garbage or a crash) unless the input width is a multiple
+# of 32; real models' widths are, and narrower test shapes get zero columns (tests/hardware/test_torch_backend.py).
+INT8_MM_K_MULTIPLE = 32
 
 
 def quantize_int8(w: Tensor, act_dtype: torch.dtype) -> Int8Linear:
@@ -39,14 +45,18 @@ def quantize_int8(w: Tensor, act_dtype: torch.dtype) -> Int8Linear:
     w = w.float()
     amax = w.abs().amax(dim=1)  # (out,)
     scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax)).to(act_dtype)  # rounded as it will be used
-    q = torch.clamp(torch.round(w / scale.float()[:, None]), -127, 127).to(torch.int8)
-    return Int8Linear(q=q.contiguous(), scale=scale)
+    q = torch.clamp(torch.round(w / scale.float()[:, None]), -127, 127).to(torch.int8).contiguous()
+    pad = -q.shape[1] % INT8_MM_K_MULTIPLE
+    q_mm = F.pad(q, (0, pad)).contiguous() if pad and q.device.type == "cpu" else q
+    return Int8Linear(q=q, scale=scale, q_mm=q_mm)
 
 
 def int8_linear(x: Tensor, w: Int8Linear, bias: Tensor | None) -> Tensor:
     """x: (T, in) -> (T, out) = x @ (q * scale).T + bias, in x's dtype."""
     if x.device.type == "cpu":
-        y = torch.ops.aten._weight_int8pack_mm(x, w.q, w.scale)  # (T, out)
+        if w.q_mm is not w.q:
+            x = F.pad(x, (0, w.q_mm.shape[1] - x.shape[1]))
+        y = torch.ops.aten._weight_int8pack_mm(x, w.q_mm, w.scale)  # (T, out)
     else:  # cuda: dequantise on the fly; correct everywhere, fast where a fused kernel exists
         y = F.linear(x, w.q.to(x.dtype)) * w.scale
     return y if bias is None else y + bias

@@ -85,6 +85,18 @@ def test_int8_linear_equals_its_dequantised_weight() -> None:
         TorchDevice(dtype=torch.float32, weights="int8")
 
 
+@pytest.mark.parametrize("n_in", [24, 40, 50, 33])
+def test_int8_linear_handles_input_widths_the_torch_kernel_does_not(n_in: int) -> None:
+    """`_weight_int8pack_mm` returns garbage (or crashes) unless the width is a multiple of 32; the backend pads."""
+    g = torch.Generator().manual_seed(n_in)
+    w, x = torch.randn(70, n_in, generator=g), torch.randn(2, n_in, generator=g).to(torch.bfloat16)
+    W = TorchDevice(dtype=torch.bfloat16, weights="int8").place("w", w)
+    ref = x.float() @ W.payload.dequantize().T
+    torch.testing.assert_close(W.payload.q, W.payload.q_mm[:, :n_in])
+    torch.testing.assert_close(TorchDevice(dtype=torch.bfloat16, weights="int8").linear(x, W).float(), ref, atol=0.1,
+                               rtol=2e-2)  # fmt: skip
+
+
 def test_rms_norm_matches_reference() -> None:
     g = torch.Generator().manual_seed(3)
     x, w = torch.randn(4, 64, generator=g) * 3, torch.rand(64, generator=g) + 0.5

@@ -1,0 +1,168 @@
+"""The torch backend's fused C decode step against its own per-op path, on shared KV caches; and its fallbacks."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.hardware.torch_backend import TorchDevice, fused
+
+SHAPES = {
+    "qwen2-gqa-bias-tied": dict(
+        model_type="qwen2", vocab_size=96, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=96,
+        max_seq_len=128, qkv_bias=True, tie_embeddings=True, norm_eps=1e-6,
+    ),
+    "llama-mha-untied-llama3-rope": dict(
+        model_type="llama", vocab_size=80, dim=48, n_layers=3, n_heads=4, n_kv_heads=4, intermediate_size=160,
+        max_seq_len=128, rope_theta=500000.0, norm_eps=1e-5,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 64},
+    ),
+    "odd-widths-head-dim": dict(  # widths that are not multiples of 64 exercise the kernel's tails
+        model_type="qwen2", vocab_size=70, dim=40, n_layers=1, n_heads=2, n_kv_heads=1, intermediate_size=50,
+        max_seq_len=64, qkv_bias=True, head_dim=24,
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def single_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def compiled() -> None:
+    if fused.library() is None:
+        pytest.skip(f"no C compiler here: {fused._library_error}")
+
+
+def build(shape: str, *, dtype: torch.dtype, weights: str, fuse: bool, monkeypatch: Any) -> Transformer:
+    monkeypatch.setenv("WAFERLINE_FUSED", "1" if fuse else "0")
+    args = ModelArgs(**SHAPES[shape])
+    model = Transformer(args, TorchDevice(dtype=dtype, weights=weights))
+    model.load(init_random(args, seed=3).items())
+    assert (model.fused is not None) == fuse
+    return model
+
+
+def decode_logits(model: Transformer, prompt: list[int], tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefill `prompt` (per-op, many tokens), then feed `tokens` one at a time; (logits per step, cache data)."""
+    kv = model.open_cache(len(prompt) + len(tokens))
+    model.forward(torch.tensor(prompt), kv, 0)
+    out = [model.forward(torch.tensor([t]), kv, len(prompt) + i)[0].float() for i, t in enumerate(tokens)]
+    assert kv.length == len(prompt) + len(tokens)
+    return torch.stack(out), kv.payload.data.float()
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_float32_fused_step_equals_the_per_op_step(shape: str, compiled: None, monkeypatch: Any) -> None:
+    g = torch.Generator().manual_seed(1)
+    vocab = SHAPES[shape]["vocab_size"]
+    prompt, tokens = torch.randint(0, vocab, (9,), generator=g).tolist(), torch.randint(0, vocab, (20,), generator=g)
+    per_op = build(shape, dtype=torch.float32, weights="float", fuse=False, monkeypatch=monkeypatch)
+    fast = build(shape, dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch)
+    ref_logits, ref_cache = decode_logits(per_op, prompt, tokens.tolist())
+    logits, cache = decode_logits(fast, prompt, tokens.tolist())
+    torch.testing.assert_close(logits, ref_logits, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(cache, ref_cache, atol=1e-5, rtol=1e-5)  # the keys and values it wrote, too
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_int8_fused_step_stays_close_to_the_per_op_int8_step(shape: str, compiled: None, monkeypatch: Any) -> None:
+    """W8A8 (fused) and W8A16 (per-op) differ only by activation rounding: a few percent of the logits' range."""
+    g = torch.Generator().manual_seed(2)
+    vocab = SHAPES[shape]["vocab_size"]
+    prompt, tokens = torch.randint(0, vocab, (7,), generator=g).tolist(), torch.randint(0, vocab, (16,), generator=g)
+    ref_logits, _ = decode_logits(
+        build(shape, dtype=torch.float32, weights="float", fuse=False, monkeypatch=monkeypatch), prompt, tokens.tolist()
+    )
+    per_op, _ = decode_logits(
+        build(shape, dtype=torch.bfloat16, weights="int8", fuse=False, monkeypatch=monkeypatch), prompt, tokens.tolist()
+    )
+    logits, cache = decode_logits(
+        build(shape, dtype=torch.bfloat16, weights="int8", fuse=True, monkeypatch=monkeypatch), prompt, tokens.tolist()
+    )
+    scale = ref_logits.abs().max()
+    assert (logits - ref_logits).abs().max() / scale < 0.06
+    assert (logits - per_op).abs().max() / scale < 0.06
+    assert (logits - ref_logits).abs().max() > 0  # it really is quantised (not a float path in disguise)
+    assert torch.isfinite(cache).all()
+
+
+def test_fused_and_per_op_steps_share_one_cache(compiled: None, monkeypatch: Any) -> None:
+    """Decode fused, then prefill more tokens per-op on the same cache: equal to a per-op run throughout."""
+    shape = "qwen2-gqa-bias-tied"
+    per_op = build(shape, dtype=torch.float32, weights="float", fuse=False, monkeypatch=monkeypatch)
+    fast = build(shape, dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch)
+    outs = []
+    for model in (per_op, fast):
+        kv = model.open_cache(40)
+        model.forward(torch.tensor([1, 2, 3]), kv, 0)
+        a = model.forward(torch.tensor([4]), kv, 3)
+        b = model.forward(torch.tensor([5]), kv, 4)
+        c = model.forward(torch.tensor([6, 7, 8, 9]), kv, 5)  # per-op prefill reads the fused step's keys
+        model.device.kv_truncate(kv, 4)  # prefix reuse: rewrite position 4 with another token
+        d = model.forward(torch.tensor([11]), kv, 4)
+        outs.append(torch.cat([a, b, c, d]).float())
+    torch.testing.assert_close(outs[1], outs[0], atol=2e-5, rtol=1e-4)
+
+
+def test_out_of_range_token_is_refused_not_read(compiled: None, monkeypatch: Any) -> None:
+    model = build("odd-widths-head-dim", dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch)
+    assert model.fused is not None
+    kv = model.open_cache(8)
+    with pytest.raises(ValueError, match="refused token 70"):
+        model.fused(70, kv, 0)
+    with pytest.raises(ValueError, match="position 8"):
+        model.fused(1, kv, 8)
+
+
+def test_env_switch_and_large_models_keep_the_per_op_path(monkeypatch: Any) -> None:
+    monkeypatch.setenv("WAFERLINE_FUSED", "0")
+    args = ModelArgs(**SHAPES["odd-widths-head-dim"])
+    model = Transformer(args, TorchDevice())
+    model.load(init_random(args).items())
+    assert model.fused is None
+    monkeypatch.setenv("WAFERLINE_FUSED", "1")
+    monkeypatch.setattr("waferline.hardware.torch_backend.device.FUSE_MAX_WEIGHT_BYTES", 1000)
+    model = Transformer(args, TorchDevice())
+    model.load(init_random(args).items())
+    assert model.fused is None
+
+
+def test_compile_failure_falls_back_with_one_warning(monkeypatch: Any, tmp_path: Path, caplog: Any) -> None:
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(fused, "_library", None)
+    monkeypatch.setattr(fused, "_library_error", None)
+    args = ModelArgs(**SHAPES["odd-widths-head-dim"])
+    for _ in range(2):
+        model = Transformer(args, TorchDevice())
+        model.load(init_random(args).items())
+        assert model.fused is None
+        kv = model.open_cache(8)
+        assert model.forward(torch.tensor([1, 2]), kv, 0).shape == (1, 70)
+        assert model.forward(torch.tensor([3]), kv, 2).shape == (1, 70)  # per-op decode
+    warnings = [r for r in caplog.records if "fused decode step unavailable" in r.getMessage()]
+    assert len(warnings) == 1 and "/bin/false failed" in warnings[0].getMessage()
+    assert not list(tmp_path.rglob("*.so*"))  # nothing half-written left in the cache
+
+
+def test_compiled_library_is_cached_by_content(monkeypatch: Any, tmp_path: Path, compiled: None) -> None:
+    first = fused.compile_library(tmp_path)
+    assert first.is_file() and first.parent == tmp_path
+
+    def no_compiler(*a: Any, **k: Any) -> None:
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    assert fused.compile_library(tmp_path) == first
