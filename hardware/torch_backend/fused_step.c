@@ -117,8 +117,51 @@ static void rotary(float *restrict v, const float *restrict cos_row, const float
     }
 }
 
-static inline float kv_get(const void *base, int64_t fmt, int64_t i) {
-    return fmt == KV_BF16 ? bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+/* Row t of a cache head (D values from element offset `at`) as float32 in `out`, or a pointer to it in place. */
+static inline const float *kv_row(const void *kv, int64_t fmt, int64_t at, int64_t D, float *restrict out) {
+    if (fmt != KV_BF16) return (const float *)kv + at;
+    const uint16_t *r = (const uint16_t *)kv + at;
+#pragma omp simd
+    for (int64_t i = 0; i < D; i++) out[i] = bf16_to_f32(r[i]);
+    return out;
+}
+
+/* Attention of G query heads (q: G x D) over L cached positions of one KV head (keys at kb, values at vb), out G x D.
+ * scores: G x L floats of scratch; row: D floats of scratch. */
+static void attend_group(float *restrict out, const float *restrict q, const void *kv, int64_t fmt, int64_t kb,
+                         int64_t vb, int64_t L, int64_t G, int64_t D, float *restrict scores, float *restrict row) {
+    const float scale = 1.0f / sqrtf((float)D);
+    for (int64_t t = 0; t < L; t++) {
+        const float *k = kv_row(kv, fmt, kb + t * D, D, row);
+        for (int64_t j = 0; j < G; j++) {
+            const float *qj = q + j * D;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = 0; i < D; i++) s += qj[i] * k[i];
+            scores[j * L + t] = s * scale;
+        }
+    }
+    for (int64_t j = 0; j < G; j++) {
+        float *sc = scores + j * L, mx = -INFINITY, sum = 0.0f;
+        for (int64_t t = 0; t < L; t++) mx = fmaxf(mx, sc[t]);
+        for (int64_t t = 0; t < L; t++) {
+            sc[t] = expf(sc[t] - mx);
+            sum += sc[t];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (int64_t t = 0; t < L; t++) sc[t] *= inv;
+    }
+    memset(out, 0, sizeof(float) * (size_t)(G * D));
+    for (int64_t t = 0; t < L; t++) {
+        const float *v = kv_row(kv, fmt, vb + t * D, D, row);
+        for (int64_t j = 0; j < G; j++) {
+            const float w = scores[j * L + t];
+            float *oj = out + j * D;
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) oj[i] += w * v[i];
+        }
+    }
 }
 
 static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
@@ -133,7 +176,8 @@ int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
     const int64_t qkv = (h + 2 * kvh) * hd;
     const int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
-    return 2 * dim + qkv + h * hd + 2 * dims[D_INTER] + dims[D_MAX_TOKENS] + dim + (widest + dim) / 4 + 16;
+    const int64_t group = h / kvh;
+    return 2 * dim + qkv + h * hd + 2 * dims[D_INTER] + group * dims[D_MAX_TOKENS] + dim + hd + (widest + dim) / 4 + 16;
 }
 
 /* Run token `token` at position `pos` (the cache holds positions < pos), write K/V at pos, logits (vocab) out.
@@ -148,10 +192,9 @@ int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, v
     const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D;
     float *x = (float *)ptrs[P_SCRATCH];
     float *xb = x + dim, *qkv = xb + dim, *att = qkv + qkv_n, *hb = att + H * D, *scores = hb + 2 * inter;
-    float *tmp = scores + dims[D_MAX_TOKENS];
-    uint8_t *xq = (uint8_t *)(tmp + dim);
+    float *tmp = scores + G * dims[D_MAX_TOKENS], *row = tmp + dim;
+    uint8_t *xq = (uint8_t *)(row + D);
     const float *cos_row = (const float *)ptrs[P_COS] + pos * half, *sin_row = (const float *)ptrs[P_SIN] + pos * half;
-    const float scale = 1.0f / sqrtf((float)D);
 
     if (embfmt == KV_BF16) {
         const uint16_t *row = (const uint16_t *)ptrs[P_EMBED] + token * dim;
@@ -175,45 +218,9 @@ int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, v
                 kv_put(kv, kvfmt, vb + pos * D + i, v[g * D + i]);
             }
         }
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t g = h / G, kb = layer_base + g * max_t * D, vb = layer_base + (KVH + g) * max_t * D;
-            const float *qh = q + h * D;
-            float mx = -INFINITY;
-            for (int64_t t = 0; t <= pos; t++) {
-                float s = 0.0f;
-                if (kvfmt == KV_BF16) {
-                    const uint16_t *kr = (const uint16_t *)kv + kb + t * D;
-#pragma omp simd reduction(+ : s)
-                    for (int64_t i = 0; i < D; i++) s += qh[i] * bf16_to_f32(kr[i]);
-                } else {
-                    const float *kr = (const float *)kv + kb + t * D;
-#pragma omp simd reduction(+ : s)
-                    for (int64_t i = 0; i < D; i++) s += qh[i] * kr[i];
-                }
-                s *= scale;
-                scores[t] = s;
-                if (s > mx) mx = s;
-            }
-            float sum = 0.0f;
-            for (int64_t t = 0; t <= pos; t++) {
-                scores[t] = expf(scores[t] - mx);
-                sum += scores[t];
-            }
-            float *out = att + h * D;
-            memset(out, 0, sizeof(float) * (size_t)D);
-            for (int64_t t = 0; t <= pos; t++) {
-                const float w = scores[t] / sum;
-                if (kvfmt == KV_BF16) {
-                    const uint16_t *vr = (const uint16_t *)kv + vb + t * D;
-#pragma omp simd
-                    for (int64_t i = 0; i < D; i++) out[i] += w * bf16_to_f32(vr[i]);
-                } else {
-                    const float *vr = (const float *)kv + vb + t * D;
-#pragma omp simd
-                    for (int64_t i = 0; i < D; i++) out[i] += w * vr[i];
-                }
-            }
-        }
+        for (int64_t g = 0; g < KVH; g++) /* the G query heads that share KV head g read its rows once */
+            attend_group(att + g * G * D, q + g * G * D, kv, kvfmt, layer_base + g * max_t * D,
+                         layer_base + (KVH + g) * max_t * D, pos + 1, G, D, scores, row);
         linear(tmp, att, p[L_O_W], (const float *)p[L_O_S], (const int32_t *)p[L_O_R], NULL, H * D, dim, wfmt, xq);
         for (int64_t i = 0; i < dim; i++) x[i] += tmp[i];
         rms_norm(xb, x, (const float *)p[L_MLP_NORM], dim, eps);
