@@ -20,27 +20,17 @@ import sys
 import time
 from typing import Any
 
-from waferline.engine.generate_cli import DTYPE_CHOICES
+from waferline.engine.generate_cli import add_model_arguments
 
 STREAM_MB = 128  # bandwidth probe: larger than the last-level cache (32 MB here), so it measures memory
 STREAM_IN = 4096  # the probe matrix's input width
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="a preset name or a model directory (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help="cpu, cuda or wafer (default: cpu)")
-    parser.add_argument(
-        "--dtype", default="float32", choices=DTYPE_CHOICES, help="int8 = int8 weights, bf16 activations"
-    )
+    add_model_arguments(parser)
     parser.add_argument("--prompt-tokens", type=int, default=128, help="prompt length (default: 128)")
     parser.add_argument("--new-tokens", type=int, default=128, help="tokens to decode per run (default: 128)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs; best and median are reported (default: 5)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch intra-op threads (default: 1 below 50M parameters, else all cores but one)",
-    )
     parser.add_argument("--compare-hf", action="store_true", help="also time transformers generate() on the weights")
     parser.add_argument(
         "--hf-dtype", default=None, help="dtype for transformers (default: --dtype; float32 when --dtype is int8)"

@@ -14,15 +14,27 @@ from typing import Any
 DTYPE_CHOICES = ("float32", "bfloat16", "float16", "int8")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model, --backend, --dtype and --threads, as `generate` and `bench` both take them."""
     parser.add_argument("--model", default=None, help="a preset name or a model directory (default: the shipped model)")
     parser.add_argument("--backend", default="cpu", help="cpu, cuda or wafer (default: cpu)")
     parser.add_argument(
         "--dtype",
         default="float32",
         choices=DTYPE_CHOICES,
-        help="weights and activations; int8 = int8 weights with bfloat16 activations (torch backend)",
+        help="weights and activations; int8 = int8 weights (torch backend; bfloat16 or 8-bit activations, "
+        "see docs/engine.md)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: 1 for models under 50M parameters, else all cores but one)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--prompt", default=None, help="the text to complete")
     src.add_argument("--file", type=Path, default=None, help="read the text to complete from this file")
@@ -31,12 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (with --temperature)")
     parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
     parser.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch intra-op threads (default: 1 for models under 50M parameters, else all cores but one)",
-    )
     parser.add_argument("--no-echo", action="store_true", help="print only the completion, not the prompt")
 
 
