@@ -19,6 +19,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session
 
 STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
@@ -138,8 +139,13 @@ def generate(
     should_cancel: Callable[[], bool] | None = None,
     chunk_size: int = DEFAULT_CHUNK,
     clock: Callable[[], float] = time.perf_counter,
+    healing: Healing | None = None,
 ) -> GenerationResult:
     """Complete `prompt_ids` in `session`, reusing the cached prefix it shares with them.
+
+    With `healing` (waferline.engine.healing), `prompt_ids` is `healing.prompt`: the first token is drawn only from
+    `healing.allowed`, and the healed text it starts with is left out of the result's text and of the streamed
+    deltas (the tokens keep it); that first token does count against `max_new_tokens`.
 
     Greedy when temperature is 0; otherwise sampled, reproducibly when `seed` is given. `time_budget_s` is wall
     clock from this call (by `clock`), checked after each new token: the prefill always completes, and the first
@@ -158,6 +164,8 @@ def generate(
         raise ValueError("stop strings and stop rules work on text: pass the tokenizer")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if healing is not None and (tokenizer is None or healing.prompt != prompt):
+        raise ValueError("healing needs the tokenizer, and prompt_ids must be healing.prompt")
     stops = frozenset(stop_token_ids)
     start, start_cpu = clock(), time.process_time()
     deadline = None if time_budget_s is None else start + time_budget_s
@@ -174,7 +182,9 @@ def generate(
         if temperature > 0:
             generator = torch.Generator(device=logits.device)
             generator.manual_seed(seed) if seed is not None else generator.seed()
-        text = _TextTracker(tokenizer, prompt, stop_strings)
+        text = _TextTracker(tokenizer, prompt, stop_strings, skip=healing.text if healing is not None else "")
+        if healing is not None:
+            logits = healing.mask(logits)
         tokens: list[int] = []
         steps = 0
         stop_token = None
@@ -228,8 +238,11 @@ def generate(
 class _TextTracker:
     """Detokenizes generated ids as they come and finds stop strings in the text, holding back what could start one."""
 
-    def __init__(self, tokenizer: Detokenizer | None, prompt: list[int], stop_strings: Sequence[str]) -> None:
+    def __init__(
+        self, tokenizer: Detokenizer | None, prompt: list[int], stop_strings: Sequence[str], *, skip: str = ""
+    ) -> None:
         self.stream = None if tokenizer is None else tokenizer.stream(context=prompt[-STREAM_CONTEXT:])
+        self.skip = skip  # text the first tokens repeat from the document (token healing): never shown
         self.stop_strings = [s for s in stop_strings if s]
         self.full = ""  # all text decoded so far
         self.shown = 0  # how much of `full` was handed to the callback
@@ -244,7 +257,7 @@ class _TextTracker:
         if self.stream is None:
             return "", False
         before = len(self.full)
-        self.full += self.stream.push(token)
+        self.full += self._unskipped(self.stream.push(token))
         if not self.stop_strings:
             return self._show(len(self.full)), False
         # a stop string that ends in the new text can begin up to len(stop) - 1 characters before it
@@ -259,8 +272,21 @@ class _TextTracker:
     def finish(self) -> str:
         """Flush what the detokenizer and the stop-string check held back; the text still unshown."""
         if self.stream is not None:
-            self.full += self.stream.finish()
+            self.full += self._unskipped(self.stream.finish())
         return self._show(len(self.full))
+
+    def _unskipped(self, new: str) -> str:
+        """`new` without the part of `skip` it repeats; on a mismatch (not expected) skipping ends, text kept."""
+        if not self.skip:
+            return new
+        n = 0
+        while n < min(len(new), len(self.skip)) and new[n] == self.skip[n]:
+            n += 1
+        if n < len(new) and n < len(self.skip):
+            self.skip = ""
+            return new
+        self.skip = self.skip[n:]
+        return new[n:]
 
     def _held_back(self) -> int:
         """Length of the longest end of the text that is a proper prefix of a stop string."""

@@ -20,7 +20,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from waferline.engine.healing import TokenHealer
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +231,13 @@ class ModelCompleter:
         self.pool = SessionPool(
             loaded.model, max_bytes=kv_cache_bytes, max_tokens_per_session=max_tokens_per_session
         )  # sessions' caches together stay under kv_cache_bytes: least recently used documents are evicted
+        # Token healing when the prompt ends at the cursor (suffix-prefix-middle): a cursor inside a word or after
+        # indentation no longer makes the model start a new token there (waferline.engine.healing).
+        self.healer: TokenHealer | None = None
+        if loaded.fim.default_order == "spm":
+            from waferline.engine.healing import TokenHealer
+
+            self.healer = TokenHealer(loaded.tokenizer)
 
     @classmethod
     def load(
@@ -289,10 +299,12 @@ class ModelCompleter:
         lm = self.loaded
         session = self.pool.get(request.session_id)
         ids = self.prompt_ids(request, session.max_tokens - request.max_new_tokens)
+        healing = self.healer.heal(ids) if self.healer is not None and request.prefix else None
         result = generate(
             session,
-            ids,
-            max_new_tokens=request.max_new_tokens,
+            healing.prompt if healing is not None else ids,
+            healing=healing,
+            max_new_tokens=request.max_new_tokens + (healing is not None),  # the first token re-makes the healed one
             temperature=request.temperature,
             stop_token_ids=tuple(lm.fim.stop_ids) + tuple(lm.special.stop_ids),
             stop_strings=request.stop_strings,

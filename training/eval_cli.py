@@ -16,6 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ngram-files", type=int, default=None, help="training files the n-gram counts (all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--corpus", type=Path, default=None, help="a folder of .py files instead of the stdlib")
+    parser.add_argument("--heal", action="store_true", help="also score SPM with token healing (model_spm_healed)")
     parser.add_argument("--examples", type=int, default=0, help="also show N sample predictions per task")
 
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must not be negative, got {value}")
     cfg = EvalConfig(
         model=resolve_model(args.model), seed=args.seed, line_cases=args.line_cases, fim_cases=args.fim_cases,
-        max_files=args.max_files, ngram_files=args.ngram_files, corpus_root=args.corpus,
+        max_files=args.max_files, ngram_files=args.ngram_files, corpus_root=args.corpus, heal=args.heal,
     )  # fmt: skip
     result = evaluate(cfg, examples=args.examples)
     if args.json:

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from waferline.engine.checkpoint import LoadedModel, load_model
+from waferline.engine.healing import Healing, TokenHealer
 from waferline.training.baselines import NGramModel, bits_per_char, copy_similar_line
 from waferline.training.cases import Case, edit_similarity, fim_cases, line_cases, parses
 from waferline.training.data import HELD_OUT_PERCENT, SourceFile, load_corpus
@@ -48,6 +49,7 @@ class EvalConfig:
     suffix_chars: int = 1200
     line_max_new: int = 48  # tokens generated at most per case
     fim_max_new: int = 128
+    heal: bool = False  # also score SPM with token healing (waferline.engine.healing), as "model_spm_healed"
 
 
 class Runner:
@@ -88,27 +90,38 @@ class Runner:
             prefix_chars, suffix_chars = int(prefix_chars * 0.7), int(suffix_chars * 0.7)
 
     @torch.no_grad()
-    def greedy(self, prompt: list[int], max_new: int, *, one_line: bool) -> str:
+    def greedy(self, prompt: list[int], max_new: int, *, one_line: bool, healing: Healing | None = None) -> str:
+        """Greedy completion of `prompt` (or of `healing.prompt`, whose first token is constrained and whose healed
+        text is taken off the front of the result)."""
         model, tok = self.lm.model, self.lm.tokenizer
         assert len(prompt) + max_new <= self.lm.context_tokens, "prompt() keeps the prompt inside the context"
+        if healing is not None:
+            prompt = healing.prompt
         t0 = time.perf_counter()
-        kv = model.open_cache(len(prompt) + max_new)
+        kv = model.open_cache(len(prompt) + max_new + 1)
         out: list[int] = []
+
+        def text_of(ids: list[int]) -> str:
+            text = tok.decode(ids)
+            return healing.strip(text) if healing is not None else text
+
         try:
             logits = model.forward(torch.tensor(prompt), kv, 0)  # (1, vocab)
-            for _ in range(max_new):
+            if healing is not None:
+                logits = healing.mask(logits)
+            for _ in range(max_new + (healing is not None)):
                 t = int(logits[-1].argmax())
                 if t in self.stops:
                     break
                 out.append(t)
-                if one_line and "\n" in tok.decode(out):
+                if one_line and "\n" in text_of(out):
                     break
                 logits = model.forward(torch.tensor([t]), kv, len(prompt) + len(out) - 1)
         finally:
             model.device.kv_close(kv)
         self.tokens_generated += len(out)
         self.decode_seconds += time.perf_counter() - t0
-        text = tok.decode(out)
+        text = text_of(out)
         return text.split("\n", 1)[0] if one_line else text
 
 
@@ -143,6 +156,7 @@ def evaluate(cfg: EvalConfig, examples: int = 0) -> dict[str, Any]:
     lm = load_model(cfg.model)
     runner = Runner(lm)
     tok = lm.tokenizer
+    healer = TokenHealer(tok) if cfg.heal else None
     corpus = load_corpus(cfg.corpus_root, percent=cfg.held_out_percent)
     held: list[SourceFile] = corpus.held_out[: cfg.max_files] if cfg.max_files else corpus.held_out
     if not held:
@@ -187,6 +201,17 @@ def evaluate(cfg: EvalConfig, examples: int = 0) -> dict[str, Any]:
                 ]  # fmt: skip
             log.info(
                 "%s %s: %s", task, order, {k: v for k, v in results[task][f"model_{order}"].items() if k != "by_kind"}
+            )
+        if healer is not None:
+            preds = []
+            for case in cases:
+                ids, _ = runner.prompt(case, "spm", max_new + 1, cfg.prefix_chars, cfg.suffix_chars)
+                preds.append(runner.greedy(ids, max_new, one_line=one_line, healing=healer.heal(ids)))
+            results[task]["model_spm_healed"] = _scores(cases, preds, parse_check=task == "fim")
+            log.info(
+                "%s spm healed: %s",
+                task,
+                {k: v for k, v in results[task]["model_spm_healed"].items() if k != "by_kind"},
             )
         ngram_preds = [
             tok.decode(
