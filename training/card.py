@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-WHO = {"model_psm": "waferline-mini, PSM", "model_spm": "waferline-mini, SPM", "ngram": "4-gram baseline",
+WHO = {"model_psm": "waferline-mini, PSM", "model_spm": "waferline-mini, SPM",
+       "model_spm_healed": "waferline-mini, SPM + token healing (what the server does)", "ngram": "4-gram baseline",
        "copy_line": "copy-line baseline"}  # fmt: skip
 
 
@@ -29,6 +30,8 @@ def render(r: dict[str, Any]) -> str:
         "|---|---|---|",
     ]
     for who, name in WHO.items():
+        if who not in r["line"]:
+            continue  # model_spm_healed: only with `waferline eval --heal`
         s = r["line"][who]
         lines.append(f"| {name} | {s['exact_match']:.1%} | {s['edit_sim']:.3f} |")
     lines += [
@@ -38,6 +41,8 @@ def render(r: dict[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for who, name in WHO.items():
+        if who not in r["fim"]:
+            continue
         s = r["fim"][who]
         lines.append(f"| {name} | {s['exact_match']:.1%} | {s['edit_sim']:.3f} | {s['parse_rate']:.1%} |")
     lines += [

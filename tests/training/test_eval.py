@@ -26,7 +26,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -
 def test_eval_on_a_handful_of_files_produces_every_key(tiny_model: Path, corpus_dir: Path) -> None:
     cfg = EvalConfig(
         model=tiny_model, corpus_root=corpus_dir, held_out_percent=50, line_cases=4, fim_cases=3, line_max_new=6,
-        fim_max_new=6,
+        fim_max_new=6, heal=True,
     )  # fmt: skip
     r = evaluate(cfg, examples=1)
     for key in ("model", "params", "held_out_files", "held_out_tokens", "chars_per_token", "decode_tok_s", "seconds"):
@@ -34,7 +34,7 @@ def test_eval_on_a_handful_of_files_produces_every_key(tiny_model: Path, corpus_
     assert set(r["perplexity"]) == set(r["bits_per_char"]) == {"model", "ngram"}
     assert r["perplexity"]["model"] > 1 and r["bits_per_char"]["ngram"] > 0
     assert r["line"]["cases"] == 4 and r["fim"]["cases"] == 3
-    for who in ("model_psm", "model_spm", "ngram", "copy_line"):
+    for who in ("model_psm", "model_spm", "model_spm_healed", "ngram", "copy_line"):
         assert set(r["line"][who]) >= SCORE_KEYS
         assert SCORE_KEYS | {"parse_rate", "by_kind"} <= set(r["fim"][who])
         assert set(r["fim"][who]["by_kind"]) == {"block", "expression", "arguments"}
