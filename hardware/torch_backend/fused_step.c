@@ -127,18 +127,36 @@ static inline const float *kv_row(const void *kv, int64_t fmt, int64_t at, int64
 }
 
 /* Attention of G query heads (q: G x D) over L cached positions of one KV head (keys at kb, values at vb), out G x D.
- * scores: G x L floats of scratch; row: D floats of scratch. */
+ * scores: G x L floats of scratch; row: 16 x D floats of scratch (a transposed block of keys, or a value row). */
 static void attend_group(float *restrict out, const float *restrict q, const void *kv, int64_t fmt, int64_t kb,
                          int64_t vb, int64_t L, int64_t G, int64_t D, float *restrict scores, float *restrict row) {
     const float scale = 1.0f / sqrtf((float)D);
-    for (int64_t t = 0; t < L; t++) {
-        const float *k = kv_row(kv, fmt, kb + t * D, D, row);
+    /* q.k for 16 positions at a time: the block of keys is transposed into `row` (D x 16 floats), so that each
+     * query's 16 scores come from D vector multiply-adds instead of 16 dot products with horizontal sums. */
+    for (int64_t t0 = 0; t0 < L; t0 += 16) {
+        const int64_t nb = L - t0 < 16 ? L - t0 : 16;
+        for (int64_t tt = 0; tt < nb; tt++) {
+            const int64_t at = kb + (t0 + tt) * D;
+            if (fmt == KV_BF16) {
+                const uint16_t *r = (const uint16_t *)kv + at;
+                for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = bf16_to_f32(r[i]);
+            } else {
+                const float *r = (const float *)kv + at;
+                for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = r[i];
+            }
+        }
+        for (int64_t tt = nb; tt < 16; tt++)
+            for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = 0.0f;
         for (int64_t j = 0; j < G; j++) {
             const float *qj = q + j * D;
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int64_t i = 0; i < D; i++) s += qj[i] * k[i];
-            scores[j * L + t] = s * scale;
+            float acc[16] = {0};
+            for (int64_t i = 0; i < D; i++) {
+                const float qi = qj[i];
+                const float *kt = row + i * 16;
+#pragma omp simd
+                for (int64_t tt = 0; tt < 16; tt++) acc[tt] += qi * kt[tt];
+            }
+            for (int64_t tt = 0; tt < nb; tt++) scores[j * L + t0 + tt] = acc[tt] * scale;
         }
     }
     for (int64_t j = 0; j < G; j++) {
@@ -177,7 +195,8 @@ int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t qkv = (h + 2 * kvh) * hd;
     const int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
     const int64_t group = h / kvh;
-    return 2 * dim + qkv + h * hd + 2 * dims[D_INTER] + group * dims[D_MAX_TOKENS] + dim + hd + (widest + dim) / 4 + 16;
+    const int64_t floats = 2 * dim + qkv + h * hd + 2 * dims[D_INTER] + group * dims[D_MAX_TOKENS] + dim + 16 * hd;
+    return floats + (widest + dim) / 4 + 16;
 }
 
 /* Run token `token` at position `pos` (the cache holds positions < pos), write K/V at pos, logits (vocab) out.
@@ -193,7 +212,7 @@ int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, v
     float *x = (float *)ptrs[P_SCRATCH];
     float *xb = x + dim, *qkv = xb + dim, *att = qkv + qkv_n, *hb = att + H * D, *scores = hb + 2 * inter;
     float *tmp = scores + G * dims[D_MAX_TOKENS], *row = tmp + dim;
-    uint8_t *xq = (uint8_t *)(row + D);
+    uint8_t *xq = (uint8_t *)(row + 16 * D);
     const float *cos_row = (const float *)ptrs[P_COS] + pos * half, *sin_row = (const float *)ptrs[P_SIN] + pos * half;
 
     if (embfmt == KV_BF16) {
@@ -206,8 +225,8 @@ int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, v
     for (int64_t l = 0; l < n_layers; l++) {
         void *const *p = ptrs + GLOBAL_PTRS + l * PER_LAYER;
         rms_norm(xb, x, (const float *)p[L_ATTN_NORM], dim, eps);
-        linear(qkv, xb, p[L_QKV_W], (const float *)p[L_QKV_S], (const int32_t *)p[L_QKV_R], (const float *)p[L_QKV_B], dim,
-               qkv_n, wfmt, xq);
+        linear(qkv, xb, p[L_QKV_W], (const float *)p[L_QKV_S], (const int32_t *)p[L_QKV_R], (const float *)p[L_QKV_B],
+               dim, qkv_n, wfmt, xq);
         for (int64_t h = 0; h < H + KVH; h++) rotary(qkv + h * D, cos_row, sin_row, half); /* q heads, then k heads */
         const float *q = qkv, *k = qkv + H * D, *v = qkv + (H + KVH) * D;
         const int64_t layer_base = l * 2 * KVH * max_t * D; /* keys of layer l; values follow after KVH * max_t * D */
