@@ -157,7 +157,7 @@ class TorchDevice:
     def fuse_decoder(self, plan: DecoderPlan) -> FusedStep | None:
         if self.torch_device.type != "cpu" or self._counts["weight_bytes"] > FUSE_MAX_WEIGHT_BYTES:
             return None
-        return fused.build(plan, weights=self.weights, dtype=self.dtype, max_tokens=plan.max_seq_len)
+        return fused.build(plan, weights=self.weights, dtype=self.dtype)
 
     # -- accounting --------------------------------------------------------------------------------------------------
     def counters(self) -> dict[str, float]:

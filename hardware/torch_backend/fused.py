@@ -151,7 +151,7 @@ class FusedStep:
         return logits
 
 
-def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype, max_tokens: int) -> FusedStep | None:
+def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep | None:
     """A FusedStep for `plan` as the torch CPU backend placed it, or None when this layout has no fused kernel."""
     if disabled_by_env():
         return None
@@ -199,11 +199,12 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype, max_tokens: in
     dims = torch.tensor(
         [
             plan.dim, plan.n_layers, plan.n_heads, plan.n_kv_heads, plan.head_dim, plan.intermediate_size, plan.vocab,
-            max_tokens, W_INT8 if weights == "int8" else W_F32, KV_BF16 if dtype == torch.bfloat16 else KV_F32,
+            plan.max_seq_len, W_INT8 if weights == "int8" else W_F32, KV_BF16 if dtype == torch.bfloat16 else KV_F32,
             KV_BF16 if embed.dtype == torch.bfloat16 else KV_F32,
         ],
         dtype=torch.int64,
     )  # fmt: skip
+    assert len(dims) == len(DIMS)
     scratch = torch.zeros(int(lib.waferline_scratch_floats(dims.data_ptr())), dtype=torch.float32)
     keep.append(scratch)
     values.append(scratch.data_ptr())
