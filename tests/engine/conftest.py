@@ -16,8 +16,9 @@ Checkpoints (written with `save_checkpoint`, loadable by waferline and by transf
   never modify it.
 - `tiny_model`: that checkpoint loaded by waferline on the cpu backend in float32 (a `LoadedModel`), session-scoped.
 
-Every engine test runs torch with one intra-op thread (`single_thread`, autouse): tiny shapes gain nothing from
-threads, and on a busy 2-core machine OpenMP's barriers turned a 60x64 matmul from microseconds into 30 ms.
+Every engine test runs torch with one intra-op thread (`single_thread` from tests/conftest.py, through the autouse
+`_one_thread`): tiny shapes gain nothing from threads, and on a busy 2-core machine OpenMP's barriers turned a 60x64
+matmul from microseconds into 30 ms.
 
 Random weights are drawn with std 0.02 * `weight_scale` (default 5, i.e. 0.1): at std 0.02 the logits of a tiny model
 are nearly flat, and greedy parity between two implementations would hinge on ties.
@@ -25,13 +26,12 @@ are nearly flat, and greedy parity between two implementations would hinge on ti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tokenizers
-import torch
 from tokenizers import decoders, models, pre_tokenizers, trainers
 from torch import Tensor
 
@@ -41,11 +41,8 @@ from waferline.engine.tokenizer import WAFERLINE_SPECIAL_TOKENS, Tokenizer, byte
 
 
 @pytest.fixture(autouse=True)
-def single_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(single_thread: None) -> None:
+    """Every engine test runs with `single_thread` (tests/conftest.py)."""
 
 
 CORPUS = [

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from torch import Tensor
@@ -13,13 +11,7 @@ from waferline.hardware import KVRef, open_device
 from waferline.hardware.torch_backend import TorchDevice
 from waferline.hardware.torch_backend.kernels import quantize_int8
 
-
-@pytest.fixture(autouse=True)
-def single_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def ref_rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:

@@ -1,0 +1,19 @@
+"""Fixtures shared by more than one test package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+
+@pytest.fixture
+def single_thread() -> Iterator[None]:
+    """torch with one intra-op thread for the test, then as it was: tiny shapes gain nothing from a second thread,
+    which on the shared 2-core machines only waits at OpenMP barriers. Engine tests use it for every test
+    (tests/engine/conftest.py), the torch backend's test modules through `pytestmark`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
