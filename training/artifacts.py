@@ -14,7 +14,7 @@ from waferline.engine.checkpoint import save_checkpoint
 from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import Tokenizer
 
-CSV_FIELDS = ["step", "tokens", "elapsed_s", "lr", "train_loss", "val_loss", "tok_s"]
+CSV_FIELDS = ["step", "tokens", "elapsed_s", "lr", "train_loss", "val_loss", "val_dist_loss", "tok_s"]
 
 
 def save_state(path: Path, state: Mapping[str, Any]) -> None:
@@ -65,10 +65,13 @@ def plot_losses(csv_path: Path, png_path: Path) -> None:
     tokens = [int(r["tokens"]) / 1e6 for r in rows]
     train = [float(r["train_loss"]) for r in rows]
     val = [(int(r["tokens"]) / 1e6, float(r["val_loss"])) for r in rows if r["val_loss"]]
+    val_dist = [(int(r["tokens"]) / 1e6, float(r["val_dist_loss"])) for r in rows if r.get("val_dist_loss")]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     ax.plot(tokens, train, lw=1, label="train (per logged step)")
     if val:
-        ax.plot([v[0] for v in val], [v[1] for v in val], "o-", label="held-out")
+        ax.plot([v[0] for v in val], [v[1] for v in val], "o-", label="held-out files")
+    if val_dist:
+        ax.plot([v[0] for v in val_dist], [v[1] for v in val_dist], "s-", label="held-out distributions")
     ax.set_xlabel("tokens seen (millions)")
     ax.set_ylabel("cross-entropy (nats / token)")
     ax.set_title("waferline-mini training")

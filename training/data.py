@@ -36,11 +36,36 @@ class SourceFile:
 class Corpus:
     train: list[SourceFile] = field(default_factory=list)
     held_out: list[SourceFile] = field(default_factory=list)
+    held_out_dists: list[SourceFile] = field(default_factory=list)  # whole third-party distributions never trained on
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> count
 
     @property
     def files(self) -> list[SourceFile]:
-        return self.train + self.held_out
+        return self.train + self.held_out + self.held_out_dists
+
+    def add_third_party(self, folder: Path, max_dist_chars: int | None = None) -> None:
+        """Add the corpus `waferline.training.corpus.build` wrote to folder, keeping its splits.
+
+        `max_dist_chars` caps each distribution's training text (files drawn in a fixed hashed order), so that a
+        few giants (sympy, pandas, scipy: a third of the text) do not make the model a specialist of their style.
+        """
+        from waferline.training.corpus import read_corpus
+
+        split = {"train": self.train, "held_out_file": self.held_out, "held_out_dist": self.held_out_dists}
+        files = sorted(read_corpus(folder), key=lambda f: hashlib.sha256(f.rel_path.encode()).digest())
+        taken: Counter[str] = Counter()
+        for f in files:
+            if f.split == "train" and max_dist_chars is not None:
+                if taken[f.dist] >= max_dist_chars:
+                    self.skipped["over_distribution_cap"] += 1
+                    continue
+                taken[f.dist] += len(f.text)
+            split[f.split].append(SourceFile(f.rel_path, f.text))
+        log.info(
+            "third-party corpus %s: %d train files (%.1f MB), %d held-out files, %d files of held-out distributions",
+            folder, len(self.train), sum(len(f.text) for f in self.train) / 1e6, len(self.held_out),
+            len(self.held_out_dists),
+        )  # fmt: skip
 
 
 def stdlib_root() -> Path:

@@ -54,6 +54,8 @@ class TrainConfig:
     threads: int = 2
     max_files: int | None = None  # limit the corpus (tests)
     corpus_root: Path | None = None  # default: the interpreter's standard library
+    third_party: Path | None = None  # a folder training.corpus.build wrote: its files join the stdlib's
+    max_dist_mb: float | None = 4.0  # training text taken from one third-party distribution at most (MB)
     held_out_percent: int = HELD_OUT_PERCENT
     vocab_size: int = VOCAB_SIZE
     init_from: Path | None = None  # start from these weights (a model directory) instead of random ones
@@ -74,13 +76,33 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
 
 
+def load_training_corpus(cfg: TrainConfig) -> Corpus:
+    corpus = load_corpus(cfg.corpus_root, max_files=cfg.max_files, percent=cfg.held_out_percent)
+    if cfg.third_party is not None:
+        cap = int(cfg.max_dist_mb * 1e6) if cfg.max_dist_mb is not None else None
+        corpus.add_third_party(cfg.third_party, cap)
+    return corpus
+
+
+def held_out_rows(files: list[Any], tokenizer: Tokenizer, cfg: TrainConfig, seed: int) -> Any:
+    """Up to val_rows rows of held-out examples (none when the files do not fill one row)."""
+    examples, _ = build_examples(files, tokenizer, ExampleConfig(seq_len=cfg.seq_len, fim_rate=cfg.fim_rate), seed)
+    if sum(len(e) for e in examples) > cfg.seq_len:
+        return pack_rows(examples, cfg.seq_len)[: cfg.val_rows]
+    return torch.zeros((0, cfg.seq_len + 1), dtype=torch.int64)
+
+
 def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]:
-    """Tokenizer (trained once per run directory), training rows and held-out rows, cached in the run directory."""
+    """Tokenizer (trained once per run directory), training rows and held-out rows, cached in the run directory.
+
+    The held-out rows are a dict: "files" (whole files of the training distributions) and, with a third-party
+    corpus, "dists" (whole distributions no file of which was trained on).
+    """
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     tok_path, rows_path = cfg.out_dir / "tokenizer.json", cfg.out_dir / "rows.pt"
     corpus: Corpus | None = None
     if not tok_path.is_file():
-        corpus = load_corpus(cfg.corpus_root, max_files=cfg.max_files, percent=cfg.held_out_percent)
+        corpus = load_training_corpus(cfg)
         t0 = time.time()
         raw = train_tokenizer((f.text for f in corpus.train), cfg.vocab_size)
         raw.save(str(tok_path) + ".tmp")
@@ -89,21 +111,20 @@ def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]
     tokenizer = Tokenizer.from_file(tok_path)
     if rows_path.is_file():
         saved = torch.load(rows_path)
-        return tokenizer, saved["train"], saved["val"], saved["info"]
-    corpus = corpus or load_corpus(cfg.corpus_root, max_files=cfg.max_files, percent=cfg.held_out_percent)
+        val = saved["val"] if isinstance(saved["val"], dict) else {"files": saved["val"]}
+        return tokenizer, saved["train"], val, saved["info"]
+    corpus = corpus or load_training_corpus(cfg)
     ex_cfg = ExampleConfig(seq_len=cfg.seq_len, fim_rate=cfg.fim_rate, passes=cfg.passes)
     t0 = time.time()
     examples, counts = build_examples(corpus.train, tokenizer, ex_cfg, cfg.seed)
     train_rows = pack_rows(examples, cfg.seq_len)
-    val_cfg = ExampleConfig(seq_len=cfg.seq_len, fim_rate=cfg.fim_rate)
-    val_examples, _ = build_examples(corpus.held_out, tokenizer, val_cfg, cfg.seed + 1)
-    if sum(len(e) for e in val_examples) > cfg.seq_len:
-        val_rows = pack_rows(val_examples, cfg.seq_len)[: cfg.val_rows]
-    else:  # too few held-out tokens (a tiny corpus): no held-out loss
-        val_rows = torch.zeros((0, cfg.seq_len + 1), dtype=torch.int64)
+    val_rows = {"files": held_out_rows(corpus.held_out, tokenizer, cfg, cfg.seed + 1)}
+    if corpus.held_out_dists:
+        val_rows["dists"] = held_out_rows(corpus.held_out_dists, tokenizer, cfg, cfg.seed + 2)
     info = {
         "train_files": len(corpus.train),
         "held_out_files": len(corpus.held_out),
+        "held_out_distribution_files": len(corpus.held_out_dists),
         "skipped": dict(corpus.skipped),
         "train_tokens": int(train_rows.numel()),
         "example_kinds": counts,
@@ -202,8 +223,11 @@ def train(cfg: TrainConfig, *, resume: bool = True, progress: bool = True) -> di
         return max(by_steps, elapsed / budget_s) if budget_s else by_steps
 
     def checkpoint(step: int, elapsed: float, last_loss: float) -> float:
-        v = val_loss(model, val_rows, cfg, device)
-        append_csv(csv_path, csv_row(step, elapsed, opt.param_groups[0]["lr"], last_loss, val_loss=f"{v:.4f}"))
+        v = val_loss(model, val_rows["files"], cfg, device)
+        more = {"val_loss": f"{v:.4f}"}
+        if "dists" in val_rows:
+            more["val_dist_loss"] = f"{val_loss(model, val_rows['dists'], cfg, device):.4f}"
+        append_csv(csv_path, csv_row(step, elapsed, opt.param_groups[0]["lr"], last_loss, **more))
         config = {k: str(x) for k, x in asdict(cfg).items()}
         save_state(
             ckpt_path,

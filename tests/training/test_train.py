@@ -82,3 +82,26 @@ def test_config_is_a_dataclass_with_the_shipped_defaults() -> None:
     assert dataclasses.is_dataclass(cfg)
     args = cfg.model_args()
     assert (args.dim, args.n_layers, args.vocab_size, args.max_seq_len) == (256, 4, 8192, 1024)
+
+
+def test_third_party_corpus_adds_files_and_a_held_out_distribution_loss(
+    tmp_path: Path, corpus_dir: Path, texts: list[str]
+) -> None:
+    import json
+
+    folder = tmp_path / "third"
+    folder.mkdir()
+    with (folder / "corpus.jsonl").open("w") as f:
+        for i, text in enumerate(texts):
+            for split in ("train", "held_out_dist"):
+                row = {"dist": f"d{i}", "version": "1", "licence": "MIT", "path": f"{split}/m{i}.py", "split": split,
+                       "text": text + f"\nSPLIT = {split!r}\n"}  # fmt: skip
+                f.write(json.dumps(row) + "\n")
+    out = tmp_path / "run"
+    cfg = dataclasses.replace(_small_config(out, corpus_dir, steps=10), third_party=folder)
+    object.__setattr__(cfg, "model_args", lambda: ModelArgs(**{**SMALL, "max_seq_len": 64}))
+    summary = train(cfg, progress=False)
+    assert summary["data"]["held_out_distribution_files"] == len(texts)
+    with (out / "loss.csv").open() as f:
+        last = list(csv.DictReader(f))[-1]
+    assert float(last["val_dist_loss"]) > 0 and float(last["val_loss"]) > 0
