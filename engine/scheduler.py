@@ -250,7 +250,7 @@ class ModelCompleter:
         float32 on the wafer emulator. `threads` 0 lets the engine choose (one thread for a small model: on a small
         machine a second thread mostly waits at barriers for a core busy with the event loop).
         """
-        from waferline.engine.generate_cli import load, set_threads
+        from waferline.engine.loader import load, set_threads
 
         if dtype == "auto":
             dtype = "int8" if backend in ("cpu", "cuda") else "float32"

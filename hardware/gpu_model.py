@@ -5,7 +5,8 @@ attention arithmetic; every device operation is (at least) one kernel launch. So
     max(bytes / HBM bandwidth, flops / peak matrix throughput) + kernels x launch overhead
 on as many GPUs as the weights and cache need (tensor-parallel, bandwidth and flops adding up, communication not
 modeled: an optimistic bound for models that need more than one GPU). Constants and sources: docs/hardware.md.
-This module knows bytes and flops, not models: the caller (engine/emulate_cli.py) derives them from a model's shape.
+This module knows bytes and flops, not models: the caller (cli/emulate.py, `waferline emulate`) derives them from a
+model's shape.
 """
 
 from __future__ import annotations

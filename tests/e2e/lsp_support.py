@@ -17,7 +17,7 @@ from typing import Any
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-SERVE = [sys.executable, "-m", "waferline.server.serve_cli", "-v"]
+SERVE = [sys.executable, "-m", "waferline.cli.serve", "-v"]
 
 
 def capabilities(editor: str) -> types.ClientCapabilities:

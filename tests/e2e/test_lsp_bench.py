@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-WAFERLINE = [sys.executable, "-m", "waferline.server.cli"]
+WAFERLINE = [sys.executable, "-m", "waferline.cli"]
 KEYS = {
     "keystrokes", "requests", "answered", "cancelled", "cache_answers", "latency_ms_p50", "latency_ms_p95",
     "latency_ms_p99", "prompt_tokens_total", "prefilled_tokens_total", "decode_tok_s", "phase_ms_p50",

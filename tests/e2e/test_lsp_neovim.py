@@ -22,7 +22,7 @@ pynvim = pytest.importorskip("pynvim", reason="pynvim drives Neovim in this test
 T = TypeVar("T")
 INIT_LUA = """
 vim.lsp.config('waferline', {
-  cmd = { %(python)r, '-m', 'waferline.server.serve_cli', '--log-file', %(log)r, '-v' },
+  cmd = { %(python)r, '-m', 'waferline.cli.serve', '--log-file', %(log)r, '-v' },
   filetypes = { 'python' },
   root_dir = %(root)r,
   init_options = { waferline = %(options)s },

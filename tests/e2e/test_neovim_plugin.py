@@ -43,7 +43,7 @@ def server_cmd() -> list[str]:
     if os.environ.get("WAFERLINE_E2E_SERVER") == "double":
         return DOUBLE
     model = os.environ.get("WAFERLINE_E2E_MODEL")
-    return [sys.executable, "-m", "waferline.server.cli", "serve", *(["--model", model] if model else [])]
+    return [sys.executable, "-m", "waferline.cli", "serve", *(["--model", model] if model else [])]
 
 
 def lua_list(items: list[str]) -> str:
@@ -270,7 +270,7 @@ def test_server_is_found_in_the_project_venv_then_path_with_a_fix_when_missing(
     cmd, source = nvim.lua(RESOLVE, {}, str(project))
     assert cmd == [str(exe), "serve"] and "venv" in source
     cmd, _ = nvim.lua(RESOLVE, {"server": {"path": sys.executable, "args": ["--model", "tiny"]}}, str(project))
-    assert cmd == [sys.executable, "-m", "waferline.server.cli", "serve", "--model", "tiny"]
+    assert cmd == [sys.executable, "-m", "waferline.cli", "serve", "--model", "tiny"]
     missing = nvim.lua(RESOLVE, {"server": {"path": str(tmp_path / "nope")}}, str(project))
     assert missing[0] is None and "not an executable" in missing[1]
     nowhere = nvim.lua(

@@ -62,18 +62,3 @@ def test_ngram_is_normalised_and_predicts_frequent_continuations() -> None:
     total = sum(math.exp(model.log_probs([5, 6, w])[-1]) for w in range(10))
     assert total == pytest.approx(1.0)
     assert model.complete([5], 4, lambda out: len(out) >= 3) == [6, 7, 5]
-
-
-def test_cli_rejects_bad_numbers_with_a_clear_error() -> None:
-    import argparse
-
-    from waferline.training import eval_cli, train_cli
-
-    parser = argparse.ArgumentParser()
-    eval_cli.add_arguments(parser)
-    with pytest.raises(ValueError, match="--line-cases"):
-        eval_cli.run(parser.parse_args(["--line-cases", "-1"]))
-    parser = argparse.ArgumentParser()
-    train_cli.add_arguments(parser)
-    with pytest.raises(ValueError, match="--max-minutes"):
-        train_cli.run(parser.parse_args(["--max-minutes", "0"]))

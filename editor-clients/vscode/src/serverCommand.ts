@@ -60,7 +60,7 @@ export function resolveServerCommand(
       return new Error(`waferline.server.path is set to "${settingPath}", which is not an executable file.`);
     }
     if (isPython(settingPath)) {
-      return { command: settingPath, args: ['-m', 'waferline.server.cli', ...tail], source: 'waferline.server.path (Python)' };
+      return { command: settingPath, args: ['-m', 'waferline.cli', ...tail], source: 'waferline.server.path (Python)' };
     }
     return { command: settingPath, args: tail, source: 'waferline.server.path' };
   }

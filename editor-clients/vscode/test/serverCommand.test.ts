@@ -24,7 +24,7 @@ const noPath = { PATH: path.join(tmp, 'empty') };
 void test('the setting wins, and a Python interpreter runs the module', () => {
   assert.deepEqual(resolveServerCommand(python, ['--model', 'tiny'], [project], noPath), {
     command: python,
-    args: ['-m', 'waferline.server.cli', 'serve', '--model', 'tiny'],
+    args: ['-m', 'waferline.cli', 'serve', '--model', 'tiny'],
     source: 'waferline.server.path (Python)',
   });
   const script = resolveServerCommand(onPath, [], [project], noPath);

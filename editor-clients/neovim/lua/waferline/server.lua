@@ -26,7 +26,7 @@ function M.resolve_cmd(opts, root)
       return nil, ('server.path %q is not an executable file'):format(path)
     end
     if is_python(path) then
-      return vim.list_extend({ path, '-m', 'waferline.server.cli' }, tail), 'server.path option (Python interpreter)'
+      return vim.list_extend({ path, '-m', 'waferline.cli' }, tail), 'server.path option (Python interpreter)'
     end
     return vim.list_extend({ path }, tail), 'server.path option'
   end

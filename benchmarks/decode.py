@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from waferline.engine.generate_cli import add_model_arguments
+from waferline.cli.generate import add_model_arguments
 
 STREAM_MB = 128  # bandwidth probe: larger than the last-level cache (32 MB here), so it measures memory
 STREAM_IN = 4096  # the probe matrix's input width
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from waferline.engine.generate_cli import load, set_threads
+    from waferline.engine.loader import load, set_threads
 
     for flag in ("prompt_tokens", "new_tokens", "repeats", "stream_mb"):
         if getattr(args, flag) < 1:

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_phase(phase: str, root: Path, cache_dir: Path, workers: int | None) -> dict:
     spec = json.dumps({"phase": phase, "root": str(root), "cache_dir": str(cache_dir), "workers": workers})
     done = subprocess.run(
-        [sys.executable, "-m", "waferline.server.index_bench"],
+        [sys.executable, "-m", "waferline.benchmarks.index"],
         env={**os.environ, PHASE_ENV: spec},
         capture_output=True,
         text=True,

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    """`python -m waferline.server.serve_cli`: the same as `waferline serve`, for tests and editor configs that
+    """`python -m waferline.cli.serve`: the same as `waferline serve`, for tests and editor configs that
     start the server by module."""
     parser = argparse.ArgumentParser(prog="waferline serve", description=__doc__)
     add_arguments(parser)

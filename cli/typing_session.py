@@ -1,10 +1,11 @@
 """A developer typing into a real source file, played through LSP against `waferline serve` as an editor starts it.
 
 Shared by `waferline demo` (which renders the file and its ghost text as they change) and `waferline bench-lsp`
-(which only measures). The client behaves like VS Code: one incremental `didChange` per keystroke followed at once
-by a `textDocument/inlineCompletion` request, UTF-16 positions, and Tab on a suggestion that matches what the
-developer was about to type (the editor applies it and runs the item's command, so the server counts the accept).
-Latency is measured per request: keystroke sent -> response received.
+(which only measures); both end with the same figures (`summarize`, `print_table`). The client behaves like VS Code:
+one incremental `didChange` per keystroke followed at once by a `textDocument/inlineCompletion` request, UTF-16
+positions, and Tab on a suggestion that matches what the developer was about to type (the editor applies it and runs
+the item's command, so the server counts the accept). Latency is measured per request: keystroke sent -> response
+received.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.client import BaseLanguageClient
+
+from waferline.server.stats import percentile
 
 # What the developer types, at the end of the file: a few functions, each a handful of statements.
 SCRIPT = """
@@ -119,7 +122,7 @@ def check_session_args(args: Any) -> None:
 
 def server_command(model: str | None, backend: str, log_file: str | None) -> list[str]:
     """`waferline serve`, run by this interpreter the way an editor would start it."""
-    cmd = [sys.executable, "-m", "waferline.server.cli", "serve", "--backend", backend]
+    cmd = [sys.executable, "-m", "waferline.cli", "serve", "--backend", backend]
     if model:
         cmd += ["--model", model]
     if log_file:
@@ -284,6 +287,55 @@ async def type_script(
     finally:
         await typist.stop()
     return s
+
+
+def summarize(session: Any) -> dict[str, Any]:
+    """The figures of one typing session under stable keys (bench-lsp's JSON, docs/benchmarks.md's table)."""
+    answered = [r for r in session.requests if r.latency_ms is not None]
+    lat = [r.latency_ms for r in answered]
+    shown = [r.latency_ms for r in answered if r.suggestion]
+    st = session.server_stats
+    prompt, prefilled = st.get("prompt_tokens_total", 0), st.get("prefilled_tokens_total", 0)
+    out: dict[str, Any] = {
+        "engine": st.get("engine"),
+        "keystrokes": session.keystrokes,
+        "requests": len(session.requests),
+        "answered": sum(1 for r in answered if r.suggestion),
+        "empty": sum(1 for r in answered if not r.suggestion and not r.error),
+        "errors": sum(1 for r in answered if r.error),
+        "cancelled": st.get("cancelled"),
+        "cache_answers": st.get("cache_answers"),
+        "accepted": session.accepted,
+        "accepted_chars": session.accepted_chars,
+        "precomputed": st.get("precomputed"),
+        "first_request_ms": _round(session.first_request_ms),
+        "prompt_tokens_total": prompt,
+        "prefilled_tokens_total": prefilled,
+        "kv_reuse": round(1 - prefilled / prompt, 4) if prompt else None,
+        "new_tokens_total": st.get("new_tokens_total"),
+        "decode_tok_s": st.get("decode_tok_s"),
+        "wall_s": round(session.wall_s, 2),
+        "phase_ms_p50": st.get("phase_ms_p50"),  # in the server, per model answer: where the milliseconds go
+    }
+    for q in (50, 95, 99):
+        out[f"latency_ms_p{q}"] = _round(percentile(lat, q))
+    for q in (50, 95):
+        out[f"shown_latency_ms_p{q}"] = _round(percentile(shown, q))  # requests that brought a suggestion
+    return out
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="waferline bench-lsp: one typing session through LSP", show_header=False)
+    for key, value in summary.items():
+        table.add_row(key, "—" if value is None else str(value))
+    Console().print(table)
 
 
 def _plain(value: Any) -> Any:

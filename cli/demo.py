@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from waferline.server.typing_session import add_session_arguments
+from waferline.cli.typing_session import add_session_arguments
 
 VIEW_LINES = 18  # lines of the file shown around the cursor
 BUCKETS_MS = (5, 10, 20, 50, 100, 150, 250, 500, 1000)
@@ -76,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.live import Live
 
-    from waferline.server.bench_lsp import print_table, summarize
-    from waferline.server.typing_session import SCRIPT, Session, check_session_args, type_script
+    from waferline.cli.typing_session import SCRIPT, Session, check_session_args, print_table, summarize, type_script
 
     check_session_args(args)
     console = Console()

@@ -5,19 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from waferline.server.cli import main
+from waferline.cli.main import main
 
 KEYS = {"model", "wafer", "mode", "tiles_used", "sram_bytes_used", "modeled_tok_s", "breakdown", "gpu"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")  # the command sets torch's threads; put them back after
 
 
 def emulate(capsys, *argv: str) -> dict:

@@ -1,9 +1,10 @@
-"""The `waferline` command: one entry point whose subcommands live beside the code they drive.
+"""The `waferline` command: one entry point for the subcommands in waferline.cli and waferline.benchmarks.
 
 Each subcommand module exposes `add_arguments(parser)` and `run(args) -> int` and keeps heavy imports (torch,
 pygls) inside `run`, so that `waferline --help` stays quick. Errors a user can fix (a bad path, a bad checkpoint,
 an unknown preset) are raised as ValueError or OSError with a message naming the file or value; they are printed as
-one line without a traceback (set WAFERLINE_DEBUG=1 for the traceback).
+one line without a traceback (set WAFERLINE_DEBUG=1 for the traceback). `python -m waferline.cli` is the same
+command, as the editor clients start it from a chosen interpreter.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from collections.abc import Sequence
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "generate": ("waferline.engine.generate_cli", "complete a code prompt with a model and print the speed"),
-    "bench": ("waferline.engine.bench", "measure prefill and decode speed of a model"),
-    "emulate": ("waferline.engine.emulate_cli", "model decode on a wafer-scale engine emulator (and on GPUs)"),
-    "bench-index": ("waferline.server.index_bench", "index a folder cold and warm and time lookups (default: stdlib)"),
-    "serve": ("waferline.server.serve_cli", "run the language server (stdio, or --tcp HOST:PORT)"),
-    "demo": ("waferline.server.demo", "watch ghost text appear while a developer types through LSP, with latencies"),
-    "bench-lsp": ("waferline.server.bench_lsp", "measure a typing session through LSP: latency, cancels, KV reuse"),
-    "train": ("waferline.training.train_cli", "train the default code model (data, tokenizer, FIM, checkpoints)"),
-    "eval": ("waferline.training.eval_cli", "evaluate a model on held-out code: perplexity, line and FIM completion"),
+    "serve": ("waferline.cli.serve", "run the language server (stdio, or --tcp HOST:PORT)"),
+    "demo": ("waferline.cli.demo", "watch ghost text appear while a developer types through LSP, with latencies"),
+    "generate": ("waferline.cli.generate", "complete a code prompt with a model and print the speed"),
+    "emulate": ("waferline.cli.emulate", "model decode on a wafer-scale engine emulator (and on GPUs)"),
+    "train": ("waferline.cli.train", "train the default code model (data, tokenizer, FIM, checkpoints)"),
+    "eval": ("waferline.cli.eval", "evaluate a model on held-out code: perplexity, line and FIM completion"),
+    "bench": ("waferline.benchmarks.decode", "measure prefill and decode speed of a model"),
+    "bench-lsp": ("waferline.benchmarks.lsp", "measure a typing session through LSP: latency, cancels, KV reuse"),
+    "bench-index": ("waferline.benchmarks.index", "index a folder cold and warm and time lookups (default: stdlib)"),
+    "bench-hover": ("waferline.benchmarks.hover", "time deterministic hover on the standard library's index"),
+    "bench-syntax": ("waferline.benchmarks.syntax", "time the syntax work of one keystroke on a 2,000-line file"),
 }
 
 

@@ -1,6 +1,6 @@
-"""How many milliseconds the syntax work of one keystroke costs on a 2,000-line Python file.
+"""`waferline bench-syntax`: how many milliseconds the syntax work of one keystroke costs on a 2,000-line Python file.
 
-    .venv/bin/python -m waferline.server.syntax.bench [--lines 2000] [--keys 200]
+    .venv/bin/waferline bench-syntax [--lines 2000] [--keys 200]    (or python -m waferline.benchmarks.syntax)
 
 Types a function key by key into the middle of the file; each key: `TextDocument.apply_change` + `SyntaxTree.apply`
 (edit), the incremental re-parse (parse), `plan_completion` (plan), then `finish_completion` of a two-line answer
@@ -12,11 +12,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-
-from waferline.server.syntax.plan import plan_completion
-from waferline.server.syntax.postprocess import finish_completion
-from waferline.server.syntax.tree import SyntaxTree
-from waferline.server.text import TextDocument
 
 UNIT = '''
 
@@ -36,11 +31,20 @@ def make_file(lines: int) -> str:
     return head + "".join(units)
 
 
-def main() -> None:
-    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    args.add_argument("--lines", type=int, default=2000)
-    args.add_argument("--keys", type=int, default=200)
-    opts = args.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lines", type=int, default=2000, help="lines of the generated file (default: 2000)")
+    parser.add_argument("--keys", type=int, default=200, help="keystrokes to type (default: 200)")
+
+
+def run(opts: argparse.Namespace) -> int:
+    from waferline.server.syntax.plan import plan_completion
+    from waferline.server.syntax.postprocess import finish_completion
+    from waferline.server.syntax.tree import SyntaxTree
+    from waferline.server.text import TextDocument
+
+    for flag in ("lines", "keys"):
+        if getattr(opts, flag) < 1:
+            raise ValueError(f"--{flag} must be at least 1, got {getattr(opts, flag)}")
     text = make_file(opts.lines)
     doc = TextDocument(text, language_id="python")
     t0 = time.perf_counter()
@@ -74,7 +78,12 @@ def main() -> None:
         values.sort()
         p95 = values[int(0.95 * (len(values) - 1))]
         print(f"{name:>7}: median {statistics.median(values):6.2f} ms   p95 {p95:6.2f} ms   max {values[-1]:6.2f} ms")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    _parser = argparse.ArgumentParser(prog="waferline bench-syntax", description=__doc__.splitlines()[0])
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

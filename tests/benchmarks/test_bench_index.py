@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from waferline.server import index_bench
+from waferline.benchmarks import index as index_bench
 
-FIXTURE = Path(__file__).parent / "fixtures" / "repos" / "polyglot"
+FIXTURE = Path(__file__).parents[1] / "server" / "fixtures" / "repos" / "polyglot"
 
 
 def test_bench_index_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

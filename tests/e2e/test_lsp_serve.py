@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-SERVE = [sys.executable, "-m", "waferline.server.serve_cli"]
+SERVE = [sys.executable, "-m", "waferline.cli.serve"]
 
 
 def frame(msg: dict) -> bytes:

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":  # `python -m waferline.training.train_cli` works without the other subcommands' modules
+if __name__ == "__main__":  # `python -m waferline.cli.train` works without the other subcommands' modules
     import sys
 
     _parser = argparse.ArgumentParser(prog="waferline train")

@@ -1,0 +1,44 @@
+"""`waferline bench`: the JSON it promises, and the same weights rebuilt in transformers for --compare-hf."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from waferline.engine.tokenizer import byte_fallback_tokenizer
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # the command sets torch's threads; put them back after
+
+PROMPT = byte_fallback_tokenizer(512).encode("def add(a, b):\n    return")  # 18 ids
+
+
+def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from waferline.cli.main import main
+
+    argv = ["bench", "--model", "tiny", "--dtype", "int8", "--prompt-tokens", "8", "--new-tokens", "4"]
+    assert main([*argv, "--repeats", "1", "--stream-mb", "4", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("model", "params", "dtype", "backend", "prompt_tokens", "new_tokens", "prefill_tok_s", "decode_tok_s"):
+        assert key in report
+    assert report["dtype"] == "int8" and report["new_tokens"] == 4 and report["threads"] == 1
+    assert report["decode_tok_s"] > 0 and report["ms_per_token"] > 0 and report["roofline_tok_s"] > 0
+    assert report["weight_bytes_per_token"] < report["params"] * 1.1  # int8: about a byte per weight read
+    from waferline.hardware.torch_backend import fused
+
+    assert report["decode_path"] == ("fused" if fused.library() is not None else "per-op")
+
+
+@pytest.mark.slow  # imports transformers (several seconds)
+def test_bench_builds_the_same_weights_in_transformers() -> None:
+    from waferline.benchmarks.decode import hf_model
+    from waferline.engine.checkpoint import load_model
+
+    loaded = load_model("tiny")
+    hf = hf_model(loaded, torch.float32)
+    ids = torch.tensor([PROMPT])
+    with torch.inference_mode():
+        theirs = hf(ids).logits[0]
+        ours = loaded.model.forward(ids[0], loaded.model.open_cache(64), 0, last_only=False)
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)

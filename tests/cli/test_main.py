@@ -1,0 +1,27 @@
+"""The `waferline` dispatcher: every subcommand is listed, and a user's mistake is one line, not a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from waferline.cli.main import COMMANDS, main
+
+SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval")
+BENCHMARKS = ("bench", "bench-lsp", "bench-index", "bench-hover", "bench-syntax")
+
+
+def test_help_lists_every_subcommand_and_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert set(COMMANDS) == {*SUBCOMMANDS, *BENCHMARKS}
+    for name in COMMANDS:
+        assert f"    {name}" in out, name
+    assert all(module.startswith("waferline.benchmarks.") for name, (module, _) in COMMANDS.items() if "bench" in name)
+
+
+def test_a_bad_value_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench-syntax", "--keys", "0"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "waferline bench-syntax: error: --keys must be at least 1, got 0\n"

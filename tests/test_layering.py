@@ -1,0 +1,169 @@
+"""Imports go down only: every import of every module, checked against one table of the edges the design allows.
+
+The product is layered server -> engine -> hardware; training (the offline pipeline that builds the shipped model)
+sits beside the server. The tools sit on top: waferline.cli (the `waferline` command and its subcommands) and
+waferline.benchmarks (the `waferline bench*` subcommands), and a benchmark may use the cli's shared pieces, never
+the other way round. Nothing below the tools imports them, and nothing the server runs imports training.
+
+The walk reads each module's syntax tree, so it sees every `import` and `from ... import` wherever it stands: at the
+top, inside a function (the lazy imports that keep `waferline --help` quick), and under `if TYPE_CHECKING:`.
+Type-checking imports count like any other: an annotation naming a module of an upper layer is a dependency on it
+even if it costs nothing at run time. What the walk cannot see is a module imported by a name in a string; only the
+dispatcher (cli/main.py) does that, to load its subcommands. The second test checks the run-time side for the server.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The hardware layer's front door: the Device protocol, its value types and the backend registry; a backend's own
+# modules (torch_backend, wafer) are behind it.
+HARDWARE_INTERFACE = ("waferline.hardware", "waferline.hardware.device", "waferline.hardware.registry")
+PRODUCT = ("waferline.server.*", "waferline.engine.*", "waferline.hardware.*", "waferline.training.*")
+
+# top-level folder -> what its modules may import of waferline besides their own package. "waferline.x.*" is the
+# package x and every module in it; a name without ".*" is that module alone.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "hardware": (),
+    "engine": HARDWARE_INTERFACE,
+    # hardware only to name a backend in configuration (the package's front and its registry, nothing else)
+    "server": ("waferline.engine.*", "waferline.hardware", "waferline.hardware.registry"),
+    # the server's tree-sitter parsers choose syntax-aware fill-in-the-middle spans
+    "training": ("waferline.engine.*", "waferline.hardware.*", "waferline.server.syntax.*"),
+    "cli": PRODUCT,
+    "benchmarks": (*PRODUCT, "waferline.cli.*"),
+}
+TOOLS_AND_TRAINING = ("waferline.cli", "waferline.benchmarks", "waferline.training")  # never loaded by the server
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str  # relative to the repository root
+    line: int
+    statement: str  # the import statement, as written (normalised)
+    imported: str  # the waferline module it imports
+
+    def __str__(self) -> str:
+        package = self.path.split("/")[0]
+        allowed = ", ".join(ALLOWED[package]) or "nothing of waferline"
+        return (
+            f"{self.path}:{self.line}: `{self.statement}`: {package}/ may not import {self.imported} "
+            f"(it may import: {allowed})"
+        )
+
+
+def module_name(path: str) -> str:
+    """engine/model.py -> waferline.engine.model; server/index/__init__.py -> waferline.server.index."""
+    parts = path.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["waferline", *parts])
+
+
+def is_module(name: str) -> bool:
+    """Whether waferline.x.y names a module or package of this repository (not an object defined in one)."""
+    folder = ROOT.joinpath(*name.split(".")[1:])
+    return folder.with_suffix(".py").is_file() or folder.is_dir()
+
+
+def imported_modules(tree: ast.Module, path: str) -> list[tuple[ast.stmt, str]]:
+    """(statement, module) for every waferline module an import statement in the tree loads, wherever it stands.
+
+    Relative imports are resolved against `path`'s package; `from m import name` is the module m.name when that is
+    a module of the repository, else m itself."""
+    package = module_name(path).split(".")
+    if not path.endswith("__init__.py"):
+        package.pop()
+    found: list[tuple[ast.stmt, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.append((node, sub if alias.name != "*" and is_module(sub) else base))
+    return [(node, module) for node, module in found if module.startswith("waferline.")]
+
+
+def allows(rule: str, module: str) -> bool:
+    if rule.endswith(".*"):
+        return module == rule[:-2] or module.startswith(rule[:-1])
+    return module == rule
+
+
+def check_module(source: str, path: str) -> list[Violation]:
+    """The imports of one module (its text, and its path from the repository root) that its package may not make."""
+    package = path.split("/")[0]
+    own = f"waferline.{package}"
+    out = {
+        Violation(path, node.lineno, ast.unparse(node), module)
+        for node, module in imported_modules(ast.parse(source, filename=path), path)
+        if not (module == own or module.startswith(own + "."))
+        and not any(allows(rule, module) for rule in ALLOWED[package])
+    }
+    return sorted(out, key=lambda v: (v.line, v.imported))
+
+
+def test_every_import_follows_the_layering() -> None:
+    violations: list[Violation] = []
+    for package in ALLOWED:
+        files = sorted((ROOT / package).rglob("*.py"))
+        assert files, f"no modules under {package}/: the table names a folder that is not there"
+        for file in files:
+            path = file.relative_to(ROOT).as_posix()
+            violations += check_module(file.read_text(encoding="utf-8"), path)
+    assert not violations, "imports that break the layering:\n" + "\n".join(map(str, violations))
+
+
+def test_the_checker_names_file_line_and_import_of_a_bad_module() -> None:
+    bad = """\
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from waferline.hardware import Device
+from waferline.hardware.torch_backend import fused
+
+if TYPE_CHECKING:
+    from waferline.server.text import TextDocument
+
+
+def tool():
+    import waferline.cli.main
+    from ..training import train
+    from . import kvcache
+"""
+    found = check_module(bad, "engine/bad.py")
+    assert [(v.line, v.imported) for v in found] == [
+        (6, "waferline.hardware.torch_backend.fused"),  # a backend's internals, not the interface
+        (9, "waferline.server.text"),  # upward, if only for a type
+        (13, "waferline.cli.main"),  # a tool, inside a function
+        (14, "waferline.training.train"),  # a relative import resolved to the training pipeline
+    ]
+    assert str(found[1]) == (
+        "engine/bad.py:9: `from waferline.server.text import TextDocument`: engine/ may not import "
+        "waferline.server.text (it may import: waferline.hardware, waferline.hardware.device, "
+        "waferline.hardware.registry)"
+    )
+    assert check_module("from waferline.benchmarks.lsp import run\n", "cli/demo.py")[0].line == 1
+    assert check_module("from waferline.cli.typing_session import SCRIPT\n", "benchmarks/lsp.py") == []
+
+
+def test_the_server_loads_no_tool_and_no_training_module() -> None:
+    code = (
+        "import sys\nimport waferline.server.app, waferline.server.features\n"
+        f"top = {TOOLS_AND_TRAINING!r}\n"
+        "print(' '.join(sorted(m for m in sys.modules if m in top or m.startswith(tuple(t + '.' for t in top)))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "", f"importing the server loaded: {done.stdout.split()}"
