@@ -27,6 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--max-files", type=int, default=None, help="use only the first N corpus files (tests)")
     parser.add_argument("--corpus", type=Path, default=None, help="a folder of .py files instead of the stdlib")
+    parser.add_argument(
+        "--third-party",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also train on the third-party corpus in DIR (fetched with pip and built there on first use: "
+        "training/corpus-pins.txt, or the names of --corpus-list)",
+    )
+    parser.add_argument(
+        "--corpus-list", type=Path, default=None, help="distribution names to fetch when there are no pins"
+    )
+    parser.add_argument(
+        "--max-dist-mb", type=float, default=4.0, help="training text from one third-party distribution at most"
+    )
+    parser.add_argument("--warmup-steps", type=int, default=30)
     parser.add_argument("--init-from", type=Path, default=None, help="start from a model directory's weights")
     parser.add_argument(
         "--tokenizer", type=Path, default=None, help="reuse this tokenizer.json instead of training one"
@@ -54,8 +69,13 @@ def run(args: argparse.Namespace) -> int:
         max_steps=args.max_steps, max_minutes=args.max_minutes, seed=args.seed, fim_rate=args.fim_rate,
         passes=args.passes, compile=args.compile, checkpoint_minutes=args.checkpoint_minutes, autocast=args.autocast,
         threads=args.threads,
-        max_files=args.max_files, corpus_root=args.corpus, init_from=args.init_from,
+        max_files=args.max_files, corpus_root=args.corpus, init_from=args.init_from, third_party=args.third_party,
+        max_dist_mb=args.max_dist_mb, warmup_steps=args.warmup_steps,
     )  # fmt: skip
+    if args.third_party is not None and not (args.third_party / "corpus.jsonl").is_file():
+        from waferline.training.corpus import fetch_and_build
+
+        fetch_and_build(args.third_party, args.corpus_list)
     if args.tokenizer is not None:  # the run directory's tokenizer is what prepare_data uses when it exists
         args.out.mkdir(parents=True, exist_ok=True)
         if not (args.out / "tokenizer.json").is_file():

@@ -251,3 +251,26 @@ def write_pins(report: BuildReport, path: Path = PINS) -> None:
         if d.get("version"):
             lines.append(f"{name}=={d['version']}  # {d.get('licence') or 'refused'}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def fetch_and_build(out: Path, names_file: Path | None = None) -> BuildReport:
+    """Fetch (into out/archives) and build the corpus in out: the pinned names, or those of `names_file`.
+
+    Without pins the newest versions are fetched and the pins are written, so the next build reads the same files.
+    """
+    from waferline.training.data import load_corpus
+
+    pins = read_pins()
+    if names_file is not None:
+        names = read_list(names_file)
+    elif pins:
+        names = sorted(pins)
+    else:
+        raise ValueError(f"no pins in {PINS} and no --corpus-list: name the distributions to fetch")
+    fetch(names, out / "archives", {n: v for n, v in pins.items() if names_file is None or n in pins})
+    stdlib = load_corpus()
+    report = build(names, out / "archives", out, stdlib=[(f.rel_path, f.text) for f in stdlib.files])
+    if names_file is not None and not pins:
+        write_pins(report)
+    log.info("third-party corpus in %s: kept %s, skipped %s", out, dict(report.kept), dict(report.skipped))
+    return report
