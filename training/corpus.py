@@ -30,6 +30,7 @@ from waferline.training.licences import licence_of, read_metadata
 log = logging.getLogger("waferline.training")
 
 PINS = Path(__file__).with_name("corpus-pins.txt")
+EVAL_PINS = Path(__file__).with_name("eval-pins.txt")  # ../shared/corpus/eval.txt: evaluated on, never trained on
 HELD_OUT_DIST_PERCENT = 8  # whole distributions kept out of training: the split "by distribution"
 HELD_OUT_FILE_PERCENT = 2  # whole files of the other distributions: the split "by file"
 # Folders that hold someone else's code copied in (the copy's own project may be in the list, or not allowed).
@@ -244,8 +245,8 @@ def read_corpus(out: Path) -> list[CorpusFile]:
 def write_pins(report: BuildReport, path: Path = PINS) -> None:
     """Pin the versions that were read, with each licence, so the next build fetches the same archives."""
     lines = [
-        "# Third-party distributions the training corpus was built from (training/corpus.py), pinned; '#' licence.",
-        "# Regenerated when the corpus is built without pins for a name. Only permissive licences are trained on.",
+        "# Distributions a corpus was built from (training/corpus.py), pinned, '#' licence: corpus-pins.txt is trained",
+        "# on, eval-pins.txt only evaluated on. Written when a corpus is built from a list without pins.",
     ]
     for name, d in sorted(report.distributions.items(), key=lambda kv: canonical(kv[0])):
         if d.get("version"):
@@ -253,24 +254,24 @@ def write_pins(report: BuildReport, path: Path = PINS) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def fetch_and_build(out: Path, names_file: Path | None = None) -> BuildReport:
+def fetch_and_build(out: Path, names_file: Path | None = None, pins_file: Path = PINS) -> BuildReport:
     """Fetch (into out/archives) and build the corpus in out: the pinned names, or those of `names_file`.
 
     Without pins the newest versions are fetched and the pins are written, so the next build reads the same files.
     """
     from waferline.training.data import load_corpus
 
-    pins = read_pins()
+    pins = read_pins(pins_file)
     if names_file is not None:
         names = read_list(names_file)
     elif pins:
         names = sorted(pins)
     else:
-        raise ValueError(f"no pins in {PINS} and no --corpus-list: name the distributions to fetch")
+        raise ValueError(f"no pins in {pins_file} and no list of names: name the distributions to fetch")
     fetch(names, out / "archives", {n: v for n, v in pins.items() if names_file is None or n in pins})
     stdlib = load_corpus()
     report = build(names, out / "archives", out, stdlib=[(f.rel_path, f.text) for f in stdlib.files])
     if names_file is not None and not pins:
-        write_pins(report)
+        write_pins(report, pins_file)
     log.info("third-party corpus in %s: kept %s, skipped %s", out, dict(report.kept), dict(report.skipped))
     return report
