@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TYPECHECK := build/typecheck/waferline
 
-.PHONY: demo test lint typecheck pytest install clean clients
+.PHONY: demo test lint typecheck pytest install clean clients options
 
 install: $(STAMP)
 
@@ -31,6 +31,11 @@ typecheck: $(STAMP)
 	for p in server engine hardware training cli benchmarks; do ln -sfn ../../../$$p $(TYPECHECK)/$$p; done
 	touch $(TYPECHECK)/__init__.py
 	$(BIN)/mypy
+
+# The files generated from the options declared in server/options.py: the JSON schema, the tables in
+# docs/configuration.md and the VS Code extension's settings (tests/server/test_options_generated.py checks them).
+options: $(STAMP)
+	$(BIN)/python -m waferline.server.options_schema --write
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q

@@ -56,8 +56,8 @@ if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules
   say "npm ci (editor-clients/vscode)"
   npm ci --silent --no-audit --no-fund
 fi
-if [[ ! -f waferline.vsix ]] || [[ -n "$(find src e2e test package.json package-lock.json tsconfig.json esbuild.mjs \
-  eslint.config.mjs README.md -newer waferline.vsix -print -quit)" ]]; then
+if [[ ! -f waferline.vsix ]] || [[ -n "$(find src e2e test package.json client-settings.json package-lock.json tsconfig.json \
+  esbuild.mjs eslint.config.mjs README.md -newer waferline.vsix -print -quit)" ]]; then
   say "building waferline.vsix (tsc, eslint, esbuild, vsce)"
   log="$(npm run --silent build 2>&1)" || { echo "$log" >&2; exit 1; }
 fi

@@ -1,126 +1,320 @@
 """The server's options: one keyword-only dataclass, read from `initializationOptions` and `didChangeConfiguration`.
 
-docs/configuration.md documents every field here and the editor clients mirror it; keep the three in step. Names
-on the wire are camelCase (`maxTokens`), as VS Code settings are. A bad value never stops the server: it is
-reported once (log and `window/showMessage`) and the default is used in its place.
+Each option is declared once, in `Options`: its type, default, description and constraints (`option(...)`). The
+parsing below is derived from that declaration, and so are the files that list the options (the JSON schema
+`options.schema.json`, the tables in docs/configuration.md, the VS Code extension's settings), which
+`python -m waferline.server.options_schema --write` (`make options`) regenerates. Names on the wire are camelCase
+(`maxTokens`), as VS Code settings are. A bad value never stops the server: it is reported once (log and
+`window/showMessage`) and the default is used in its place.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from waferline.hardware.registry import BACKENDS
 
 log = logging.getLogger(__name__)
 
 # The section name clients nest our settings under: {"waferline": {...}} in settings.json or init options.
 SECTION = "waferline"
 
+# The groups options are listed in, in this order: one table each in docs/configuration.md.
+COMPLETION, ENGINE, REPOSITORY = "completion", "engine", "repository"
+GROUPS = (COMPLETION, ENGINE, REPOSITORY)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """What an option declares besides its type and default."""
+
+    doc: str  # one line of markdown: what the option does (the constraints are appended where it is shown)
+    group: str  # one of GROUPS
+    minimum: float | None = None  # numbers: the smallest and largest value accepted, both included
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()  # strings: the values accepted, in the order they are listed
+    choice_docs: Mapping[str, str] = dataclasses.field(default_factory=dict)  # choice -> what it means
+    vscode: bool = True  # contributed as a VS Code setting (`waferline.<wire name>`)
+
+
+def option(default: T, group: str, doc: str, **constraints: Any) -> T:
+    """A field of `Options` with its declaration (`OptionSpec(doc, group, **constraints)`) as metadata."""
+    spec = OptionSpec(doc, group, **constraints)
+    return dataclasses.field(default=default, metadata={"option": spec})
+
 
 @dataclass(kw_only=True, frozen=True)
 class Options:
-    enable: bool = True  # answer completion requests at all
-    model: str | None = None  # checkpoint directory or preset name; None = the shipped default model
-    backend: str = "cpu"  # hardware backend the engine runs on: cpu, cuda, wafer
-    max_tokens: int = 32  # new tokens for a single-line completion
-    max_multiline_tokens: int = 64  # new tokens when the cursor opens a block or sits on an empty line in one
-    dtype: str = "auto"  # weights: auto (int8 on cpu/cuda, float32 on wafer), float32, bfloat16, float16, int8
-    threads: int = 0  # CPU threads for the model's math; 0 = the engine's choice (1 for models under 50M parameters)
-    kv_cache_mb: int = 256  # memory cap on the KV caches of all open documents; least recently used evicted
-    time_budget_ms: int = 120  # wall-clock cap on one generation; what was decoded by then is trimmed and shown
-    temperature: float = 0.0  # 0 = greedy
-    typed_through_cache: bool = True  # answer from the suggestion on screen when the user types its start
-    precompute: bool = True  # when idle, compute the next suggestion as if the shown one were accepted
-    completion_fallback: bool = True  # serve textDocument/completion too, for clients without inline completion
-    max_document_bytes: int = 4_000_000  # larger documents are kept in sync but not completed
+    enable: bool = option(
+        True,
+        COMPLETION,
+        "Answer completion requests at all. `false` answers every request with an empty list (documents stay in sync).",
+    )
+    model: str | None = option(
+        None,
+        ENGINE,
+        "A Hugging Face model directory, the name of a shipped model (`engine/models/NAME`) or a preset with random "
+        "weights (`tiny`, `qwen2.5-coder-0.5b`, ...). `null`: the shipped default model "
+        "(`engine/models/waferline-mini`), or `tiny` on a checkout without it. See docs/engine.md.",
+    )
+    backend: str = option(
+        "cpu",
+        ENGINE,
+        "Hardware backend the engine runs on (docs/hardware.md).",
+        choices=tuple(BACKENDS),
+        choice_docs={"wafer": "the wafer-scale engine emulator"},
+    )
+    max_tokens: int = option(
+        32, COMPLETION, "New tokens for a single-line completion (the rest of a statement).", minimum=1, maximum=512
+    )
+    max_multiline_tokens: int = option(
+        64,
+        COMPLETION,
+        "New tokens when the cursor opens a block or sits on an empty line inside one.",
+        minimum=1,
+        maximum=1024,
+    )
+    dtype: str = option(
+        "auto",
+        ENGINE,
+        "Weight format. int8 streams a quarter of float32's bytes per token and decoded 3–4x faster on the 2-core "
+        "machines with the same greedy tokens in our checks.",
+        choices=("auto", "float32", "bfloat16", "float16", "int8"),
+        choice_docs={
+            "auto": "`int8` on the torch backends, `float32` on the wafer emulator",
+            "int8": "weight-only, per-row scales, bfloat16 activations",
+        },
+    )
+    threads: int = option(
+        0,
+        ENGINE,
+        "CPU threads for the model's math. `0` lets the engine choose: one thread for models under 50M parameters (on "
+        "a small machine a second thread mostly waits for a core busy with the event loop), torch's default above.",
+        minimum=0,
+        maximum=256,
+    )
+    kv_cache_mb: int = option(
+        256,
+        ENGINE,
+        "Memory cap on the KV caches of all open documents together (one session per document); the least recently "
+        "used document's session is evicted when a new one needs room.",
+        minimum=8,
+        maximum=1 << 20,
+    )
+    time_budget_ms: int = option(
+        120,
+        COMPLETION,
+        "Wall-clock cap on one generation (prefill included); what was decoded by then is trimmed to a syntactic "
+        'boundary and shown. Within the "instant" zone on purpose: a later answer would mostly be superseded by the '
+        "next keystroke.",
+        minimum=10,
+        maximum=60_000,
+    )
+    temperature: float = option(
+        0.0,
+        COMPLETION,
+        "Sampling temperature; 0 is greedy (the same text for the same prompt).",
+        minimum=0,
+        maximum=2,
+    )
+    typed_through_cache: bool = option(
+        True,
+        COMPLETION,
+        "When what the user typed is the start of the suggestion on screen, answer the rest at once without the model.",
+    )
+    precompute: bool = option(
+        True,
+        COMPLETION,
+        "After a suggestion from the model is shown and the engine is idle, compute the suggestion that would follow "
+        "it once accepted; any keystroke's request preempts this work.",
+    )
+    completion_fallback: bool = option(
+        True,
+        COMPLETION,
+        "Serve `textDocument/completion` (the suggestion as one menu item) to clients that lack "
+        "`textDocument/inlineCompletion`. Clients that have inline completion always get an empty menu, so a "
+        "suggestion is never shown twice.",
+    )
+    max_document_bytes: int = option(
+        4_000_000,
+        COMPLETION,
+        "Larger documents (and binary ones, with NUL bytes) are kept in sync but never completed.",
+        minimum=1024,
+    )
     # Repository features (server/indexing.py, hover.py, ask.py, actions/; docs/repository.md).
-    index_workspace: bool = True  # index the workspace folders (hover, waferline/ask, completion context)
-    index_cache_dir: str | None = None  # where indexes persist; None = $XDG_CACHE_HOME/waferline/index
-    repository_context: bool = True  # put definitions from other files of names near the cursor in the prompt
-    hover_summary: bool = True  # a model-written one-line summary in hovers of definitions without a docstring
-    hover_summary_ms: int = 2000  # time budget of one such summary (it runs only while the engine is idle)
-    ask_max_tokens: int = 256  # new tokens of a generated waferline/ask answer
-    ask_time_budget_ms: int = 20_000  # wall-clock cap on one generated answer
-    action_max_tokens: int = 256  # new tokens of a code action's rewrite
-    action_time_budget_ms: int = 15_000  # wall-clock cap on one code action's generation
-    regenerate_temperature: float = 0.8  # sampling temperature of "regenerate": another candidate each time
+    index_workspace: bool = option(
+        True,
+        REPOSITORY,
+        "Index the workspace folders with tree-sitter in the background (with `$/progress`). `false`: no index, so "
+        "hovers are empty, `waferline/ask` has no evidence and the completion prompt gets no definitions from other "
+        "files; code actions still work.",
+    )
+    index_cache_dir: str | None = option(
+        None,
+        REPOSITORY,
+        "Where indexes persist between runs, one SQLite file per workspace folder; `null` is "
+        "`$XDG_CACHE_HOME/waferline/index` (`~/.cache/waferline/index`).",
+    )
+    repository_context: bool = option(
+        True,
+        REPOSITORY,
+        "Put definitions from other files, of the names used in the prompt's window, at the start of the completion "
+        "prompt (before the document's own context, so typing keeps them in the KV cache).",
+    )
+    hover_summary: bool = option(
+        True,
+        REPOSITORY,
+        "A model-written one-line summary in hovers of definitions without a docstring, marked as generated. It is "
+        "written while the engine is idle and shown from the next hover of that definition on.",
+    )
+    hover_summary_ms: int = option(
+        2000,
+        REPOSITORY,
+        "Time budget of one summary; a keystroke's completion request preempts it at once.",
+        minimum=50,
+        maximum=60_000,
+    )
+    ask_max_tokens: int = option(
+        256,
+        REPOSITORY,
+        "New tokens of a generated `waferline/ask` answer (instruction-following models only).",
+        minimum=1,
+        maximum=4096,
+    )
+    ask_time_budget_ms: int = option(
+        20_000,
+        REPOSITORY,
+        "Wall-clock cap on one generated answer; what was written by then is shown.",
+        minimum=100,
+        maximum=600_000,
+    )
+    action_max_tokens: int = option(
+        256,
+        REPOSITORY,
+        "New tokens of a code action's rewrite (a docstring takes at most 160).",
+        minimum=1,
+        maximum=4096,
+    )
+    action_time_budget_ms: int = option(
+        15_000,
+        REPOSITORY,
+        "Wall-clock cap on one code action's generation; a cut-short result is checked like any other.",
+        minimum=100,
+        maximum=600_000,
+    )
+    regenerate_temperature: float = option(
+        0.8,
+        REPOSITORY,
+        'Sampling temperature of "regenerate this statement or block", so that each run gives another candidate '
+        "(the other actions are greedy).",
+        minimum=0,
+        maximum=2,
+    )
     # Test double, for protocol tests only: when set, the engine returns this text (one character per "token",
     # `test_token_delay_ms` apart) instead of running a model, so protocol tests do not depend on model output.
     test_completion: str | None = None
     test_token_delay_ms: float = 0.0
 
 
-# Wire name -> field name, and the checks a value must pass beyond its type.
-_WIRE = {
-    "".join(p if i == 0 else p.capitalize() for i, p in enumerate(f.name.split("_"))): f.name
-    for f in dataclasses.fields(Options)
-}
-_RANGES: dict[str, Callable[[Any], bool]] = {
-    "backend": lambda v: v in ("cpu", "cuda", "wafer"),
-    "max_tokens": lambda v: 1 <= v <= 512,
-    "max_multiline_tokens": lambda v: 1 <= v <= 1024,
-    "time_budget_ms": lambda v: 10 <= v <= 60_000,
-    "kv_cache_mb": lambda v: 8 <= v <= 1 << 20,
-    "threads": lambda v: 0 <= v <= 256,
-    "dtype": lambda v: v in ("auto", "float32", "bfloat16", "float16", "int8"),
-    "temperature": lambda v: 0.0 <= v <= 2.0,
-    "max_document_bytes": lambda v: v >= 1024,
-    "test_token_delay_ms": lambda v: 0.0 <= v <= 10_000,
-    "hover_summary_ms": lambda v: 50 <= v <= 60_000,
-    "ask_max_tokens": lambda v: 1 <= v <= 4096,
-    "ask_time_budget_ms": lambda v: 100 <= v <= 600_000,
-    "action_max_tokens": lambda v: 1 <= v <= 4096,
-    "action_time_budget_ms": lambda v: 100 <= v <= 600_000,
-    "regenerate_temperature": lambda v: 0.0 <= v <= 2.0,
-}
-_RANGE_TEXT = {
-    "backend": "one of cpu, cuda, wafer",
-    "max_tokens": "an integer from 1 to 512",
-    "max_multiline_tokens": "an integer from 1 to 1024",
-    "time_budget_ms": "an integer from 10 to 60000",
-    "kv_cache_mb": "an integer of at least 8",
-    "threads": "an integer from 0 to 256",
-    "dtype": "one of auto, float32, bfloat16, float16, int8",
-    "temperature": "a number from 0 to 2",
-    "max_document_bytes": "an integer of at least 1024",
-    "test_token_delay_ms": "a number from 0 to 10000",
-    "hover_summary_ms": "an integer from 50 to 60000",
-    "ask_max_tokens": "an integer from 1 to 4096",
-    "ask_time_budget_ms": "an integer from 100 to 600000",
-    "action_max_tokens": "an integer from 1 to 4096",
-    "action_time_budget_ms": "an integer from 100 to 600000",
-    "regenerate_temperature": "a number from 0 to 2",
+# The test double's fields are declared without option(): they are going away, so no generated file lists them
+# (docs/configuration.md keeps a hand-written table of them). These are only their parsing checks.
+_UNLISTED = {
+    "test_completion": OptionSpec("", ""),
+    "test_token_delay_ms": OptionSpec("", "", minimum=0, maximum=10_000),
 }
 
 
-def wire_name(field_name: str) -> str:
-    return next(k for k, v in _WIRE.items() if v == field_name)
+@dataclass(frozen=True)
+class Declared:
+    """One field of `Options` as declared: what parsing and the generated files (options_schema.py) read."""
+
+    name: str  # the field's name, `max_tokens`
+    wire: str  # its name in settings, `maxTokens`
+    kind: type  # bool, int, float or str
+    nullable: bool  # `null` is a value of its own (`str | None`)
+    default: Any
+    spec: OptionSpec
+    listed: bool  # declared with option(): in the docs, the schema and the editor settings
 
 
-def _coerce(name: str, value: Any, default: Any) -> Any:
-    """The value converted to the field's type, or raise ValueError saying what was expected."""
-    expected = type(default) if default is not None else str
-    if expected is bool:
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def _declare(f: dataclasses.Field[Any], hint: Any) -> Declared:
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    kinds = [a for a in args if a is not type(None)]
+    assert len(kinds) == 1 and kinds[0] in (bool, int, float, str), f"{f.name}: unsupported option type {hint}"
+    spec = f.metadata.get("option") or _UNLISTED[f.name]
+    assert not spec.group or spec.group in GROUPS, f"{f.name}: unknown group {spec.group!r}"
+    assert set(spec.choice_docs) <= set(spec.choices), f"{f.name}: choice_docs names a value that is not a choice"
+    return Declared(f.name, _camel(f.name), kinds[0], len(kinds) < len(args), f.default, spec, "option" in f.metadata)
+
+
+_HINTS = typing.get_type_hints(Options)
+DECLARED: tuple[Declared, ...] = tuple(_declare(f, _HINTS[f.name]) for f in dataclasses.fields(Options))
+_BY_WIRE = {d.wire: d for d in DECLARED}
+
+
+def listed_options() -> list[Declared]:
+    """The options the generated files list, group by group in GROUPS order, each group in declaration order."""
+    return sorted((d for d in DECLARED if d.listed), key=lambda d: GROUPS.index(d.spec.group))
+
+
+def plain_number(value: float) -> int | float:
+    """`2` for 2.0, so that a bound reads as it was written ("from 0 to 2", `"maximum": 2`)."""
+    return int(value) if float(value).is_integer() else value
+
+
+def expected_text(d: Declared) -> str:
+    """What a value of this option must be, as the message about a bad one says it ("an integer from 1 to 512")."""
+    spec = d.spec
+    if spec.choices:
+        return "one of " + ", ".join(spec.choices)
+    noun = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[d.kind]
+    if spec.minimum is not None and spec.maximum is not None:
+        return f"{noun} from {plain_number(spec.minimum)} to {plain_number(spec.maximum)}"
+    if spec.minimum is not None:
+        return f"{noun} of at least {plain_number(spec.minimum)}"
+    if spec.maximum is not None:
+        return f"{noun} of at most {plain_number(spec.maximum)}"
+    return noun
+
+
+def _coerce(d: Declared, value: Any) -> Any:
+    """The value converted to the option's type, or raise ValueError saying what was expected."""
+    if d.nullable and value is None:
+        return None
+    if d.kind is bool:
         if not isinstance(value, bool):
             raise ValueError("expected true or false")
         return value
-    if expected is int:
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-            raise ValueError(f"expected {_RANGE_TEXT.get(name, 'an integer')}")
-        value = int(value)
-    elif expected is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"expected {_RANGE_TEXT.get(name, 'a number')}")
-        value = float(value)
-    elif expected is str:
-        if value is None and default is None:
-            return None
-        if not isinstance(value, str):
-            raise ValueError("expected a string")
-    if name in _RANGES and not _RANGES[name](value):
-        raise ValueError(f"expected {_RANGE_TEXT[name]}")
+    if d.kind in (int, float):
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        if not number or (d.kind is int and isinstance(value, float) and not value.is_integer()):
+            raise ValueError(f"expected {expected_text(d)}")
+        try:
+            value = d.kind(value)
+        except OverflowError:  # an integer too large for a float
+            raise ValueError(f"expected {expected_text(d)}") from None
+    elif not isinstance(value, str):
+        raise ValueError("expected a string")
+    spec = d.spec
+    if (
+        (spec.choices and value not in spec.choices)
+        or (spec.minimum is not None and not value >= spec.minimum)
+        or (spec.maximum is not None and not value <= spec.maximum)
+    ):
+        raise ValueError(f"expected {expected_text(d)}")
     return value
 
 
@@ -145,26 +339,25 @@ def parse_options(settings: Any, base: Options) -> tuple[Options, list[str]]:
         return base, [f"settings must be an object, got {type(settings).__name__}; keeping the current options"]
     changes: dict[str, Any] = {}
     problems: list[str] = []
-    defaults = Options()
     for key, value in (section or {}).items():
-        name = _WIRE.get(key)
-        if name is None:
+        declared = _BY_WIRE.get(key)
+        if declared is None:
             problems.append(f"unknown option {SECTION}.{key} (ignored)")
             continue
-        default = getattr(defaults, name)
         try:
-            changes[name] = _coerce(name, value, default)
+            changes[declared.name] = _coerce(declared, value)
         except ValueError as e:
-            problems.append(f"option {SECTION}.{key} = {value!r}: {e}; using the default {default!r}")
-            changes[name] = default
+            problems.append(f"option {SECTION}.{key} = {value!r}: {e}; using the default {declared.default!r}")
+            changes[declared.name] = declared.default
     return dataclasses.replace(base, **changes), problems
 
 
 def options_table() -> list[tuple[str, str, str]]:
-    """(wire name, default as JSON-ish text, type) for every option: what docs/configuration.md lists."""
+    """(wire name, default as JSON-ish text, type) for every field, the test double's included."""
+    types_ = {f.name: str(f.type) for f in dataclasses.fields(Options)}
     rows = []
-    for f in dataclasses.fields(Options):
-        default = f.default
+    for d in DECLARED:
+        default = d.default
         text = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default)
-        rows.append((wire_name(f.name), text, str(f.type)))
+        rows.append((d.wire, text, types_[d.name]))
     return rows

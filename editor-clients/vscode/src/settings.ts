@@ -1,12 +1,17 @@
 // The extension's settings, read in one place. Server options are every `waferline.*` setting this extension
-// contributes except the client-only ones below; they mirror docs/configuration.md and are sent to the server as
-// initializationOptions and in workspace/didChangeConfiguration, nested under `waferline`.
+// contributes except the client-only ones below; they are generated into package.json from the server's option
+// declarations (server/options.py, `make options`) and sent to the server as initializationOptions and in
+// workspace/didChangeConfiguration, nested under `waferline`.
 import * as vscode from 'vscode';
+import clientSettings from '../client-settings.json';
 
 export const SECTION = 'waferline';
 
-/** Settings that configure the editor side only; the server never sees them. */
-export const CLIENT_ONLY = new Set(['server.path', 'server.args', 'trace.server']);
+/**
+ * Settings that configure the editor side only; the server never sees them. Declared in client-settings.json, which
+ * the generator copies into package.json after the server options.
+ */
+export const CLIENT_ONLY = new Set(Object.keys(clientSettings).map((key) => key.slice(SECTION.length + 1)));
 
 export interface ServerLaunchSettings {
   path: string;
