@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulate": ("waferline.cli.emulate", "model decode on a wafer-scale engine emulator (and on GPUs)"),
     "train": ("waferline.cli.train", "train the default code model (data, tokenizer, FIM, checkpoints)"),
     "eval": ("waferline.cli.eval", "evaluate a model on held-out code: perplexity, line and FIM completion"),
+    "eval-editor": (
+        "waferline.benchmarks.editor_eval",
+        "evaluate suggestions on unseen code through the real server, against baselines",
+    ),
     "bench": ("waferline.benchmarks.decode", "measure prefill and decode speed of a model"),
     "bench-lsp": ("waferline.benchmarks.lsp", "measure a typing session through LSP: latency, cancels, KV reuse"),
     "bench-index": ("waferline.benchmarks.index", "index a folder cold and warm and time lookups (default: stdlib)"),
