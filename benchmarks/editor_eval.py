@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--backend", default="cpu", help="hardware backend (default: cpu)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="evaluation corpus folder (built here)")
+    parser.add_argument(
+        "--splits", default="", help="only files of these corpus splits (e.g. held_out_file,held_out_dist)"
+    )
     parser.add_argument("--cases", type=int, default=200, help="cases of each third-party kind (default: 200)")
     parser.add_argument("--humaneval", type=int, default=164, help="HumanEval problems to mask (0: none)")
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {', '.join(KINDS)}")
@@ -76,7 +79,8 @@ def build_cases(args: argparse.Namespace) -> list[Any]:
 
         if not (args.corpus / "corpus.jsonl").is_file():
             fetch_and_build(args.corpus, None, EVAL_PINS)
-        files = [SourceFile(f.rel_path, f.text) for f in read_corpus(args.corpus)]
+        splits = set(filter(None, args.splits.split(",")))
+        files = [SourceFile(f.rel_path, f.text) for f in read_corpus(args.corpus) if not splits or f.split in splits]
         if "line" in kinds:
             cases += code_line_cases(files, args.cases, args.seed)
         if "blank" in kinds:
@@ -119,12 +123,11 @@ async def ask_all(cases: Sequence[Any], args: argparse.Namespace) -> list[dict[s
                 result = await client.client.text_document_inline_completion_async(params)
                 latency = (time.perf_counter() - t0) * 1000.0
                 items = [] if result is None else list(result.items if hasattr(result, "items") else result)
-                text, confidence = None, None
+                text, confidence, feats = None, None, None
                 if items and isinstance(items[0].insert_text, str):
-                    text = items[0].insert_text
-                    confidence = _confidence_of(items[0])
-                    text = _inserted(case, items[0], text)
-                answers.append({"suggestion": text, "confidence": confidence, "latency_ms": latency})
+                    confidence, feats = _quality_of(items[0])
+                    text = _inserted(case, items[0], items[0].insert_text)
+                answers.append({"suggestion": text, "confidence": confidence, "features": feats, "latency_ms": latency})
                 client.client.text_document_did_close(
                     types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=client.uri))
                 )
@@ -135,12 +138,12 @@ async def ask_all(cases: Sequence[Any], args: argparse.Namespace) -> list[dict[s
     return answers
 
 
-def _confidence_of(item: Any) -> float | None:
-    """The server puts its confidence in the accept command's last argument ({"confidence": c})."""
+def _quality_of(item: Any) -> tuple[float | None, dict[str, float] | None]:
+    """The server puts its confidence and features in the accept command's last argument."""
     args = item.command.arguments if item.command is not None else None
-    if args and isinstance(args[-1], dict) and "confidence" in args[-1]:
-        return float(args[-1]["confidence"])
-    return None
+    if args and isinstance(args[-1], dict) and args[-1].get("confidence") is not None:
+        return float(args[-1]["confidence"]), args[-1].get("features")
+    return None, None
 
 
 def _inserted(case: Any, item: Any, text: str) -> str:
@@ -172,18 +175,29 @@ def baselines(case: Any, tokenizer: Any) -> dict[str, str]:
     return {"copy_line": copy, "ngram": ngram}
 
 
+def shown_text(case: Any, suggestion: str | None) -> str:
+    """What is scored: the first line of a single-line case's suggestion, the whole of a multi-line one."""
+    from waferline.training.editor_cases import first_line
+
+    return (suggestion or "").rstrip() if case.kind == "he-multi" else first_line(suggestion or "").rstrip()
+
+
+def right(case: Any, suggestion: str | None) -> bool:
+    text = shown_text(case, suggestion)
+    return bool(text.strip()) and text == case.expected
+
+
 def score(cases: Sequence[Any], suggestions: Sequence[str | None], *, tests: bool) -> dict[str, Any]:
     """Figures of one system over cases; a None or empty suggestion is not shown."""
     from waferline.server.syntax.repetition import is_loop
     from waferline.training.cases import edit_similarity
-    from waferline.training.editor_cases import first_line, kept_chars, passes_tests
+    from waferline.training.editor_cases import kept_chars, passes_tests
 
     shown = exact = loops = passed = 0
     sims: list[float] = []
     kept = 0
     for case, s in zip(cases, suggestions, strict=True):
-        multi = case.kind == "he-multi"
-        text = (s or "").rstrip() if multi else first_line(s or "").rstrip()
+        text = shown_text(case, s)
         sims.append(edit_similarity(text, case.expected))
         if not text.strip():
             continue
@@ -258,7 +272,10 @@ def run(args: argparse.Namespace) -> int:
     figures["meta"] = {"model": str(model_dir), "options": server_options(args.option), "invoked": args.invoked,
                        "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     if args.records is not None:
-        records = [{"kind": c.kind, "path": c.path, "expected": c.expected, **a} for c, a in zip(cases, answers)]
+        records = [
+            {"kind": c.kind, "path": c.path, "expected": c.expected, "right": right(c, a["suggestion"]), **a}
+            for c, a in zip(cases, answers, strict=True)
+        ]
         args.records.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(figures, indent=2))

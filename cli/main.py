@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "waferline.benchmarks.editor_eval",
         "evaluate suggestions on unseen code through the real server, against baselines",
     ),
+    "calibrate": ("waferline.cli.calibrate", "fit the server's confidence to eval-editor records; its curve"),
     "bench": ("waferline.benchmarks.decode", "measure prefill and decode speed of a model"),
     "bench-lsp": ("waferline.benchmarks.lsp", "measure a typing session through LSP: latency, cancels, KV reuse"),
     "bench-index": ("waferline.benchmarks.index", "index a folder cold and warm and time lookups (default: stdlib)"),

@@ -58,6 +58,10 @@ class GenerationResult:
     decode_s: float  # from the end of prefill to the end, sampling and detokenization included
     decode_steps: int  # one-token forward passes (the first new token comes from prefill's logits)
     stop_token: int | None = None
+    # Natural-log probability of each generated token under the distribution it was drawn from (after healing's
+    # mask), and of the stop token that ended generation: the model's own confidence, which the server calibrates.
+    token_logprobs: list[float] = field(default_factory=list)
+    stop_logprob: float | None = None
     # CPU seconds of this process (time.process_time) in prefill and decode: on a machine other jobs share, CPU time
     # shows what the work costs while wall time also counts waiting for a core
     timings: dict[str, float] = field(default_factory=dict)
@@ -189,12 +193,16 @@ def generate(
         steps = 0
         stop_token = None
         reason = "max_tokens"
+        logprobs: list[float] = []
+        stop_logprob = None
         while len(tokens) < max_new_tokens:  # here `logits` predict the next token
             token = sample(logits, temperature=temperature, top_p=top_p, generator=generator)
+            logprob = float(logits[token].float() - torch.logsumexp(logits.float(), dim=-1))
             if token in stops:
-                reason, stop_token = "stop_token", token
+                reason, stop_token, stop_logprob = "stop_token", token, logprob
                 break
             tokens.append(token)
+            logprobs.append(logprob)
             delta, hit = text.push(token)
             if on_token is not None:
                 on_token(token, delta)
@@ -231,6 +239,8 @@ def generate(
         decode_s=end - prefill_end,
         decode_steps=steps,
         stop_token=stop_token,
+        token_logprobs=logprobs,
+        stop_logprob=stop_logprob,
         timings={"prefill_cpu_s": prefill_end_cpu - start_cpu, "decode_cpu_s": end_cpu - prefill_end_cpu},
     )
 

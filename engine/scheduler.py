@@ -55,6 +55,8 @@ class Completion:
     decode_s: float = 0.0
     queue_s: float = 0.0  # time spent waiting for the worker thread
     timings: dict[str, float] = field(default_factory=dict)
+    token_logprobs: list[float] = field(default_factory=list)  # log-probability of each generated token
+    stop_logprob: float | None = None  # of the stop token that ended it, when one did
 
     @property
     def complete(self) -> bool:
@@ -323,6 +325,8 @@ class ModelCompleter:
             prefill_s=result.prefill_s,
             decode_s=result.decode_s,
             timings=dict(result.timings),
+            token_logprobs=list(result.token_logprobs),
+            stop_logprob=result.stop_logprob,
         )
 
     def drop_session(self, session_id: str) -> None:

@@ -31,7 +31,11 @@ def suggestion_range(ls: WaferlineServer, doc: Document, s: Suggestion, position
 
 
 def accept_command(uri: str, s: Suggestion) -> types.Command:
-    return types.Command(title="waferline: suggestion accepted", command=ACCEPT_COMMAND, arguments=[uri, s.source])
+    # The last argument tells a client (and `waferline eval-editor`) how sure the server was; editors ignore it.
+    quality = {"confidence": s.confidence, "features": s.features} if s.confidence is not None else {}
+    return types.Command(
+        title="waferline: suggestion accepted", command=ACCEPT_COMMAND, arguments=[uri, s.source, quality]
+    )
 
 
 def create_server(defaults: Options | None = None) -> WaferlineServer:

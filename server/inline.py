@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from waferline.engine.scheduler import EditRequest
+from waferline.server.confidence import features, load_calibration
 from waferline.server.options import Options
 from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
-from waferline.server.syntax.postprocess import finish_completion, should_stop
+from waferline.server.syntax.postprocess import Finished, finish_completion, should_stop
+from waferline.server.syntax.repetition import loop_start
 from waferline.server.syntax.tree import SyntaxTree
 from waferline.server.text import units_len
 
@@ -43,6 +45,8 @@ class Suggestion:
     offset: int  # the cursor, a `str` offset into the text the suggestion was made for
     replace_end: int  # the suggestion replaces [offset, replace_end) (characters the editor auto-closed)
     source: str  # "model" or "cache"
+    confidence: float | None = None  # the calibrated chance it is right (server/confidence.py); None from the cache
+    features: dict[str, float] | None = None  # what the confidence was computed from
 
 
 @dataclass(frozen=True)
@@ -194,13 +198,34 @@ async def suggest(
         raise Superseded
     ms.update(queue=completion.queue_s * 1000, prefill=completion.prefill_s * 1000, decode=completion.decode_s * 1000)
     t = time.perf_counter()
-    finished = finish_completion(text, offset, language_id, completion.text, plan)
+    finished = finish_without_loops(text, offset, language_id, completion.text, plan)
     ms["finish"] = (time.perf_counter() - t) * 1000
     if finished is None or not finished.insert_text:
         log.debug("model output %r dropped (stop %s)", completion.text, completion.stop_reason)
         return None
-    cache.remember(text, offset, finished.insert_text, finished.replace_end_offset)
-    return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model")
+    feats = features(
+        completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text,
+        finished.insert_text,
+    )  # fmt: skip
+    confidence = load_calibration().confidence(feats)
+    threshold = options.min_confidence_invoked if explicit else options.min_confidence
+    if confidence < threshold:
+        log.debug("suggestion %r hidden: confidence %.3f < %.3f", finished.insert_text, confidence, threshold)
+        return None
+    if confidence >= options.min_confidence:  # the typed-through cache answers automatic requests
+        cache.remember(text, offset, finished.insert_text, finished.replace_end_offset)
+    return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
+
+
+def finish_without_loops(
+    text: str, offset: int, language_id: str, completion: str, plan: CompletionPlan
+) -> Finished | None:
+    """finish_completion of the model's text cut before any piece it repeats over and over (repetition.py)."""
+    start = loop_start(completion)
+    if start is not None:
+        log.debug("model output %r repeats itself from %d", completion, start)
+        completion = completion[:start]
+    return finish_completion(text, offset, language_id, completion, plan)
 
 
 async def precompute_next(
@@ -230,8 +255,14 @@ async def precompute_next(
     completion = await worker.precompute(request, document=session_id)
     if completion is None or not completion.complete:
         return False  # preempted by typing: a cut-short completion is not worth keeping
-    finished = await asyncio.to_thread(finish_completion, after, cursor, language_id, completion.text, plan)
+    finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)
     if finished is None or not finished.insert_text:
+        return False
+    feats = features(
+        completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text,
+        finished.insert_text,
+    )  # fmt: skip
+    if load_calibration().confidence(feats) < options.min_confidence:
         return False
     cache.remember(after, cursor, finished.insert_text, finished.replace_end_offset)
     return True

@@ -125,6 +125,23 @@ class Options:
         minimum=0,
         maximum=2,
     )
+    min_confidence: float = option(
+        0.0,
+        COMPLETION,
+        "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, server/confidence.py) is "
+        "below this, when the editor asks by itself as the user types. 0 shows every suggestion that passes the "
+        "syntax and repetition checks; the default is chosen on the evaluation of docs/benchmarks.md.",
+        minimum=0,
+        maximum=1,
+    )
+    min_confidence_invoked: float = option(
+        0.0,
+        COMPLETION,
+        "The same threshold when the user asks explicitly (the editor's trigger-suggestion key): lower, since a user "
+        "who asks wants something to look at.",
+        minimum=0,
+        maximum=1,
+    )
     typed_through_cache: bool = option(
         True,
         COMPLETION,

@@ -1,0 +1,87 @@
+"""How likely a suggestion is to be right: a calibrated probability from the model's own token probabilities.
+
+A small model is often unsure, and a wrong suggestion on screen costs the user more than no suggestion: showing
+fewer, better suggestions is the trade Copilot and Cursor describe. Each suggestion gets a confidence in [0, 1], a
+logistic function of simple features of how it was generated (below); the server hides suggestions under the
+`minConfidence` option (automatic trigger) or `minConfidenceInvoked` (the editor's trigger-suggestion key).
+
+The weights are fitted (training/calibrate.py) on the server's own answers to evaluation cases from held-out files
+of the training distributions, labelled by whether the shown text was exactly right, so that a confidence of 0.4
+means about 40% of such suggestions are right. They are stored in `confidence.json` beside this module; a
+checkpoint with different habits deserves its own fit (docs/configuration.md says how).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+FEATURES = (
+    "mean_logprob",  # mean natural-log probability of the generated tokens
+    "min_logprob",  # the least likely token: one wild guess spoils a line
+    "first_logprob",  # the first token: the model's certainty about how to start
+    "stop_logprob",  # how sure the model was that the text ends there (0 when it did not stop by itself)
+    "natural_stop",  # 1 when the model or the syntax ended it, 0 when cut by the token limit or the time budget
+    "log_tokens",  # log(1 + generated tokens): long guesses are less often exactly right
+    "cut_fraction",  # share of the generated text the finishing rules cut away (repeats, what did not parse)
+)
+NATURAL_STOPS = frozenset({"stop_token", "stop_string", "stop_rule"})
+CALIBRATION_FILE = Path(__file__).with_name("confidence.json")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    weights: Mapping[str, float]
+    bias: float
+    fitted_on: str = ""  # what the fit saw (cases, model), for the record
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def confidence(self, features: Mapping[str, float]) -> float:
+        z = self.bias + sum(self.weights.get(name, 0.0) * features.get(name, 0.0) for name in FEATURES)
+        return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Calibration:
+        weights = data.get("weights")
+        bias = data.get("bias")
+        if not isinstance(weights, dict) or not isinstance(bias, int | float):
+            raise ValueError("a confidence calibration needs 'weights' (feature -> number) and 'bias'")
+        unknown = set(weights) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"unknown confidence features {sorted(unknown)}; known: {', '.join(FEATURES)}")
+        return cls({k: float(v) for k, v in weights.items()}, float(bias), str(data.get("fitted_on", "")))
+
+    def to_dict(self) -> dict[str, object]:
+        return {"weights": dict(self.weights), "bias": self.bias, "fitted_on": self.fitted_on, **self.extra}
+
+
+# Used when confidence.json is missing or unreadable: the mean token probability alone (a fair first guess).
+PRIOR = Calibration({"mean_logprob": 4.0, "natural_stop": 1.0}, 0.5, "prior: not fitted")
+
+
+@lru_cache(maxsize=4)
+def load_calibration(path: Path = CALIBRATION_FILE) -> Calibration:
+    try:
+        return Calibration.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return PRIOR
+
+
+def features(
+    token_logprobs: Sequence[float], stop_logprob: float | None, stop_reason: str, generated: str, shown: str
+) -> dict[str, float]:
+    """The features of one suggestion: how it was generated, and how much of it the finishing rules kept."""
+    lps = list(token_logprobs) or [0.0]
+    return {
+        "mean_logprob": sum(lps) / len(lps),
+        "min_logprob": min(lps),
+        "first_logprob": lps[0],
+        "stop_logprob": stop_logprob if stop_logprob is not None else 0.0,
+        "natural_stop": 1.0 if stop_reason in NATURAL_STOPS else 0.0,
+        "log_tokens": math.log1p(len(token_logprobs)),
+        "cut_fraction": 1.0 - min(len(shown), len(generated)) / len(generated) if generated else 0.0,
+    }

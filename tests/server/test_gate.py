@@ -1,0 +1,115 @@
+"""Golden cases for what the server shows: (document, cursor, model output, its token probabilities) -> shown text
+or nothing. The model is a stub that answers with the given text, so these cases test the server's choice alone."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from waferline.engine.scheduler import Completion
+from waferline.server.confidence import PRIOR, Calibration, features, load_calibration
+from waferline.server.inline import SuggestionCache, suggest
+from waferline.server.options import Options
+from waferline.server.syntax.tree import SyntaxTree
+
+CIRCLE = """from dataclasses import dataclass
+import math
+
+
+@dataclass
+class Circle:
+    center: Point
+    radius: float
+
+    def area(self) -> float:
+        return math.pi * self.
+"""
+SCALE = '''def scale(values, factor):
+    """Multiply each value by factor."""
+    
+'''
+SURE, UNSURE = math.log(0.95), math.log(0.2)
+
+
+@dataclass
+class StubWorker:
+    text: str
+    logprob: float
+
+    async def complete(self, request: object) -> Completion:
+        n = max(len(self.text) // 3, 1)
+        return Completion(self.text, "stop_token", token_logprobs=[self.logprob] * n, stop_logprob=self.logprob)
+
+    async def precompute(self, request: object, **kw: object) -> None:
+        return None
+
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        return None
+
+    def busy(self) -> bool:
+        return False
+
+
+def shown(document: str, cursor_marker: str | None, output: str, logprob: float, *, explicit: bool = False,
+          **options: float) -> str | None:  # fmt: skip
+    offset = len(document) if cursor_marker is None else document.index(cursor_marker)
+    s = asyncio.run(
+        suggest(
+            StubWorker(output, logprob), Options(**options), session_id="doc", language_id="python",  # type: ignore[arg-type]
+            text=document, offset=offset, syntax=SyntaxTree("python", document), cache=SuggestionCache(),
+            explicit=explicit,
+        )
+    )  # fmt: skip
+    return None if s is None else s.text
+
+
+def test_a_loop_is_never_shown() -> None:
+    doc = CIRCLE.rstrip("\n")
+    assert shown(doc, None, "_x - other._x - other._x - other._x - other._x", SURE) is None
+
+
+def test_the_part_before_a_loop_needs_confidence_to_be_shown() -> None:
+    out = "return 1, 0, 0, 0, 0, 0, 00000000000000"
+    assert shown(SCALE, None, out, UNSURE, min_confidence=0.3) is None
+    assert shown(SCALE, None, out, SURE) == "return 1"
+
+
+def test_a_sure_right_suggestion_is_shown_an_unsure_one_only_when_asked() -> None:
+    doc = CIRCLE.rstrip("\n")
+    assert shown(doc, None, "radius ** 2", SURE, min_confidence=0.3) == "radius ** 2"
+    assert shown(doc, None, "radius ** 2", math.log(0.01), min_confidence=0.3) is None
+    assert shown(doc, None, "radius ** 2", math.log(0.01), explicit=True, min_confidence_invoked=0.3) is None
+    assert (
+        shown(doc, None, "radius ** 2", math.log(0.01), explicit=True, min_confidence=0.9, min_confidence_invoked=0.0)
+        == "radius ** 2"
+    )
+
+
+def test_single_line_mode_stops_at_the_end_of_the_line() -> None:
+    doc = "def f(x):\n    return g(x"
+    assert shown(doc, None, ") + 1\n    print(x)\n", SURE) == ") + 1"
+
+
+def test_text_that_repeats_what_follows_the_cursor_is_not_shown() -> None:
+    doc = "def f(x):\n    y = \n    return y\n"
+    assert shown(doc, "\n    return y", "\n    return y", SURE) is None
+
+
+def test_confidence_is_monotone_in_the_token_probabilities() -> None:
+    cal = load_calibration()
+    low = cal.confidence(features([math.log(0.3)] * 5, math.log(0.3), "stop_token", "abcdef", "abcdef"))
+    high = cal.confidence(features([math.log(0.9)] * 5, math.log(0.9), "stop_token", "abcdef", "abcdef"))
+    assert 0.0 <= low < high <= 1.0
+
+
+def test_calibration_files_are_checked() -> None:
+    with pytest.raises(ValueError, match="unknown confidence features"):
+        Calibration.from_dict({"weights": {"nonsense": 1.0}, "bias": 0.0})
+    with pytest.raises(ValueError, match="needs 'weights'"):
+        Calibration.from_dict({"bias": 0.0})
+    assert Calibration.from_dict(PRIOR.to_dict()).confidence({"mean_logprob": -1.0}) == PRIOR.confidence(
+        {"mean_logprob": -1.0}
+    )

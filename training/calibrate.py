@@ -1,0 +1,96 @@
+"""Fit the server's confidence (server/confidence.py) to what was actually right, and draw its curve.
+
+Input: the records `waferline eval-editor --records FILE --option minConfidence=0` writes, one per case, with the
+features of every shown suggestion and whether it was exactly right. A logistic regression (Newton's method with a
+small L2 penalty, numpy; a handful of features needs nothing more) maps the features to the probability of being
+right. `curve` gives, for each threshold, the share of requests that would still be shown and how often those are
+right: the trade the `minConfidence` option makes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from waferline.server.confidence import FEATURES, Calibration
+
+
+def design(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """(features matrix, labels) of the records that carry features (shown suggestions)."""
+    rows = [r for r in records if r.get("features")]
+    x = np.array([[float(r["features"].get(name, 0.0)) for name in FEATURES] for r in rows], dtype=np.float64)
+    y = np.array([1.0 if r.get("right") else 0.0 for r in rows], dtype=np.float64)
+    return x.reshape(len(rows), len(FEATURES)), y
+
+
+def fit(x: np.ndarray, y: np.ndarray, *, l2: float = 1e-3, iterations: int = 50) -> tuple[np.ndarray, float]:
+    """Logistic regression weights and bias by Newton's method (IRLS); features are standardised inside."""
+    if len(y) == 0 or y.min() == y.max():
+        raise ValueError(f"cannot calibrate on {len(y)} suggestions that are all {'right' if y.any() else 'wrong'}")
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    sd[sd == 0] = 1.0
+    z = np.hstack([(x - mu) / sd, np.ones((len(x), 1))])
+    w = np.zeros(z.shape[1])
+    penalty = np.diag([l2] * (z.shape[1] - 1) + [0.0]) * len(y)
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -50, 50)))
+        grad = z.T @ (p - y) + penalty @ w
+        hess = (z * (p * (1 - p))[:, None]).T @ z + penalty + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    weights = w[:-1] / sd
+    bias = float(w[-1] - (w[:-1] * mu / sd).sum())
+    return weights, bias
+
+
+def calibrate(records: Sequence[dict[str, Any]], fitted_on: str) -> Calibration:
+    x, y = design(records)
+    weights, bias = fit(x, y)
+    return Calibration(
+        {name: float(v) for name, v in zip(FEATURES, weights, strict=True)},
+        bias,
+        f"{fitted_on}: {len(y)} shown suggestions, {int(y.sum())} right",
+    )
+
+
+def curve(
+    confidences: Sequence[float | None], right: Sequence[bool], thresholds: Sequence[float]
+) -> list[dict[str, float]]:
+    """For each threshold: shown rate (over all requests), exact match when shown, exact match over all."""
+    n = max(len(confidences), 1)
+    out = []
+    for t in thresholds:
+        shown = [r for c, r in zip(confidences, right, strict=True) if c is not None and c >= t]
+        out.append({"threshold": float(t), "shown_rate": len(shown) / n,
+                    "exact_when_shown": sum(shown) / len(shown) if shown else 0.0,
+                    "exact_over_all": sum(shown) / n})  # fmt: skip
+    return out
+
+
+def write_calibration(cal: Calibration, path: Path) -> None:
+    path.write_text(json.dumps(cal.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def plot_curve(points: Sequence[dict[str, float]], png: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot([p["shown_rate"] for p in points], [p["exact_when_shown"] for p in points], "o-", ms=3)
+    for p in points[:: max(len(points) // 8, 1)]:
+        ax.annotate(f"{p['threshold']:.2f}", (p["shown_rate"], p["exact_when_shown"]), fontsize=7)
+    ax.set_xlabel("shown rate (share of requests with a suggestion)")
+    ax.set_ylabel("exact match when shown")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
