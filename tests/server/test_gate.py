@@ -27,10 +27,7 @@ class Circle:
     def area(self) -> float:
         return math.pi * self.
 """
-SCALE = '''def scale(values, factor):
-    """Multiply each value by factor."""
-    
-'''
+SCALE = 'def scale(values, factor):\n    """Multiply each value by factor."""\n    '  # the cursor after the indent
 SURE, UNSURE = math.log(0.95), math.log(0.2)
 
 
