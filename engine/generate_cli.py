@@ -11,17 +11,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DTYPE_CHOICES = ("float32", "bfloat16", "float16", "int8")
+from waferline.hardware.registry import WEIGHT_FORMATS, backend_names, describe_backends
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """--model, --backend, --dtype and --threads, as `generate` and `bench` both take them."""
     parser.add_argument("--model", default=None, help="a preset name or a model directory (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help="cpu, cuda or wafer (default: cpu)")
+    parser.add_argument(
+        "--backend", default="cpu", choices=backend_names(), help=f"{describe_backends()} (default: cpu)"
+    )
     parser.add_argument(
         "--dtype",
         default="float32",
-        choices=DTYPE_CHOICES,
+        choices=tuple(WEIGHT_FORMATS),
         help="weights and activations; int8 = int8 weights (torch backend; bfloat16 or 8-bit activations, "
         "see docs/engine.md)",
     )
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     from waferline.engine.generate import generate
     from waferline.engine.kvcache import Session
+    from waferline.engine.loader import load, set_threads
 
     if args.max_tokens < 0:
         raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         prompt = args.file.read_text(encoding="utf-8")
     else:
         prompt = args.prompt if args.prompt is not None else "def fibonacci(n):\n"
-    loaded = load(args.model, backend=args.backend, dtype=args.dtype)
+    loaded = load(args.model, backend=args.backend, weights=args.dtype)
     set_threads(args.threads, loaded.args.n_params)
     tokenizer = loaded.tokenizer
     ids = tokenizer.encode(prompt)
@@ -101,57 +104,6 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     print(speed_line(result), file=sys.stderr)
     return 0
-
-
-def load(model: str | None, *, backend: str, dtype: str) -> Any:
-    """load_model with the CLI's dtype names: "int8" is int8 weights with bfloat16 activations (torch backend).
-
-    load_model takes no device options yet, so int8 loads the model in bfloat16 for its tokenizer and metadata,
-    then places the same weights (the preset's seeded tensors, or the checkpoint's, streamed again) on an int8
-    torch device.
-    """
-    import dataclasses
-
-    from waferline.engine.checkpoint import load_model
-    from waferline.engine.model import Transformer, iter_random
-    from waferline.engine.weights import stream_tensors, weight_shards
-    from waferline.hardware import open_device
-
-    if dtype != "int8":
-        return load_model(model, backend=backend, dtype=dtype)
-    if backend not in ("cpu", "cuda"):
-        raise ValueError(f"--dtype int8 is a torch backend weight format (cpu, cuda), not one of {backend!r}")
-    import torch
-
-    loaded = load_model(model, backend=backend, dtype="bfloat16")
-    source = iter_random(loaded.args) if loaded.path is None else stream_tensors(weight_shards(loaded.path))
-    int8 = Transformer(loaded.args, open_device(backend, dtype=torch.bfloat16, weights="int8"))
-    int8.load(source)
-    return dataclasses.replace(loaded, model=int8)
-
-
-SMALL_MODEL_PARAMS = 50_000_000
-
-
-def set_threads(threads: int | None, n_params: int) -> None:
-    """Set torch's intra-op threads: `threads` if given, else 1 for a small model, else all cores but one.
-
-    Every parallel kernel ends at an OpenMP barrier, so a step runs at the pace of the slowest thread; when another
-    process holds one of the cores (the editor, the language server, a build), that thread's share waits for it.
-    Measured on the shared 2-core machines: 2 threads decoded the tiny preset 2-10x slower than 1, and
-    Qwen2.5-0.5B 4x slower. A small model's step is hundreds of tiny kernels that gain nothing from a second
-    thread anyway; a large model streams weights, which more cores read faster, so it gets all cores but one, the
-    one left to the editor.
-    """
-    import os
-
-    import torch
-
-    if threads is None:
-        threads = 1 if n_params < SMALL_MODEL_PARAMS else max(1, (os.cpu_count() or 1) - 1)
-    if threads < 1:
-        raise ValueError(f"--threads must be at least 1, got {threads}")
-    torch.set_num_threads(threads)
 
 
 def speed_line(result: Any) -> str:
