@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from waferline.engine.scheduler import EditRequest
+from waferline.engine.api import EditRequest
 from waferline.server.options import Options
 from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.plan import CompletionPlan, plan_completion

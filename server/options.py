@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from waferline.hardware.registry import backend_names, describe_backends
+
 log = logging.getLogger(__name__)
 
 # The section name clients nest our settings under: {"waferline": {...}} in settings.json or init options.
@@ -46,10 +48,6 @@ class Options:
     action_max_tokens: int = 256  # new tokens of a code action's rewrite
     action_time_budget_ms: int = 15_000  # wall-clock cap on one code action's generation
     regenerate_temperature: float = 0.8  # sampling temperature of "regenerate": another candidate each time
-    # Test double, for protocol tests only: when set, the engine returns this text (one character per "token",
-    # `test_token_delay_ms` apart) instead of running a model, so protocol tests do not depend on model output.
-    test_completion: str | None = None
-    test_token_delay_ms: float = 0.0
 
 
 # Wire name -> field name, and the checks a value must pass beyond its type.
@@ -58,7 +56,7 @@ _WIRE = {
     for f in dataclasses.fields(Options)
 }
 _RANGES: dict[str, Callable[[Any], bool]] = {
-    "backend": lambda v: v in ("cpu", "cuda", "wafer"),
+    "backend": lambda v: v in backend_names(),
     "max_tokens": lambda v: 1 <= v <= 512,
     "max_multiline_tokens": lambda v: 1 <= v <= 1024,
     "time_budget_ms": lambda v: 10 <= v <= 60_000,
@@ -67,7 +65,6 @@ _RANGES: dict[str, Callable[[Any], bool]] = {
     "dtype": lambda v: v in ("auto", "float32", "bfloat16", "float16", "int8"),
     "temperature": lambda v: 0.0 <= v <= 2.0,
     "max_document_bytes": lambda v: v >= 1024,
-    "test_token_delay_ms": lambda v: 0.0 <= v <= 10_000,
     "hover_summary_ms": lambda v: 50 <= v <= 60_000,
     "ask_max_tokens": lambda v: 1 <= v <= 4096,
     "ask_time_budget_ms": lambda v: 100 <= v <= 600_000,
@@ -76,7 +73,7 @@ _RANGES: dict[str, Callable[[Any], bool]] = {
     "regenerate_temperature": lambda v: 0.0 <= v <= 2.0,
 }
 _RANGE_TEXT = {
-    "backend": "one of cpu, cuda, wafer",
+    "backend": f"one of {describe_backends()}",
     "max_tokens": "an integer from 1 to 512",
     "max_multiline_tokens": "an integer from 1 to 1024",
     "time_budget_ms": "an integer from 10 to 60000",
@@ -85,7 +82,6 @@ _RANGE_TEXT = {
     "dtype": "one of auto, float32, bfloat16, float16, int8",
     "temperature": "a number from 0 to 2",
     "max_document_bytes": "an integer of at least 1024",
-    "test_token_delay_ms": "a number from 0 to 10000",
     "hover_summary_ms": "an integer from 50 to 60000",
     "ask_max_tokens": "an integer from 1 to 4096",
     "ask_time_budget_ms": "an integer from 100 to 600000",
