@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     log = _Log(quiet=False)
     log(f"loading {args.model or 'the default model'} ({args.backend}, {args.dtype})")
     t0 = time.perf_counter()
-    loaded = load(args.model, backend=args.backend, dtype=args.dtype)
+    loaded = load(args.model, backend=args.backend, weights=args.dtype)
     load_s = time.perf_counter() - t0
     margs = loaded.args
     set_threads(args.threads, margs.n_params)
@@ -161,11 +161,10 @@ def stream_bandwidth(dtype: str, device: str, nbytes: int = STREAM_MB << 20) -> 
     this dtype (the call decode makes), best of 3; and of a plain sum over the same bytes (memory's read speed)."""
     import torch
 
-    from waferline.hardware import open_device
+    from waferline.hardware import open_backend
 
-    weights = "int8" if dtype == "int8" else "float"
-    act = torch.bfloat16 if dtype == "int8" else getattr(torch, dtype)
-    dev = open_device(device, dtype=act, weights=weights)
+    dev = open_backend(device, dtype)
+    act = dev.dtype
     elem = 1 if dtype == "int8" else act.itemsize
     n_out = nbytes // (STREAM_IN * elem)
     w = dev.place("bandwidth-probe", torch.randn(n_out, STREAM_IN, dtype=torch.float32).to(act), role="linear")
@@ -224,12 +223,12 @@ def hf_model(loaded: Any, dtype: Any) -> Any:
     the preset's seeded random state dict."""
     import transformers
 
-    from waferline.engine.model import init_random
+    from waferline.engine.hf import hf_config, init_random
 
     if loaded.path is not None:
         model = transformers.AutoModelForCausalLM.from_pretrained(loaded.path, dtype=dtype)
     else:
-        cfg = loaded.args.to_hf_config()
+        cfg = hf_config(loaded.args)
         config = transformers.AutoConfig.for_model(**cfg)
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
         state = init_random(loaded.args, dtype=dtype)  # seed 0, as load_model builds presets

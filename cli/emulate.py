@@ -130,7 +130,8 @@ _PER_TOKEN = ("ops", "macs", "macs.tile", "sram_read_bytes", "sram_write_bytes",
 def _model(model: str | None) -> tuple[str, Any, Any]:
     """(name, ModelArgs, a function giving a fresh stream of HF-named tensors, or None for shapes only)."""
     from waferline.engine.checkpoint import args_from_config, resolve_model
-    from waferline.engine.model import ModelArgs, iter_random
+    from waferline.engine.hf import iter_random
+    from waferline.engine.model import ModelArgs
     from waferline.engine.weights import read_json, stream_tensors, weight_shards
 
     if model in EXTRA_SHAPES:
@@ -147,10 +148,11 @@ def _model(model: str | None) -> tuple[str, Any, Any]:
 def _analytic(device: Any, margs: Any, context: int) -> None:
     import torch
 
-    from waferline.engine.model import Transformer, hf_weight_names, hf_weight_shape
+    from waferline.engine.hf import from_hf, iter_meta
+    from waferline.engine.model import Transformer
 
     model = Transformer(margs, device)
-    model.load((n, torch.empty(hf_weight_shape(margs, n), device="meta")) for n in hf_weight_names(margs))
+    model.load(from_hf(margs, iter_meta(margs)))
     kv = model.open_cache(context + 1)
     model.forward(torch.zeros(context, dtype=torch.long), kv, 0)
     device.reset_counters()
@@ -164,6 +166,7 @@ def _numeric(device: Any, margs: Any, tensors: Any, context: int, steps: int, dt
 
     import torch
 
+    from waferline.engine.hf import from_hf
     from waferline.engine.model import Transformer
     from waferline.hardware import open_device
 
@@ -171,7 +174,7 @@ def _numeric(device: Any, margs: Any, tensors: Any, context: int, steps: int, dt
     models, caches, logits = {}, {}, {}
     for label, dev in (("wafer", device), ("torch_cpu", open_device("cpu", dtype=dtype))):
         models[label] = Transformer(margs, dev)
-        models[label].load(tensors())
+        models[label].load(from_hf(margs, tensors()))
         caches[label] = models[label].open_cache(context + steps)
         logits[label] = models[label].forward(prompt, caches[label], 0)
     device.reset_counters()  # count the decode steps only

@@ -11,19 +11,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from waferline.engine.loader import load, set_threads
-
-DTYPE_CHOICES = ("float32", "bfloat16", "float16", "int8")
+from waferline.hardware.registry import WEIGHT_FORMATS, backend_names, describe_backends
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """--model, --backend, --dtype and --threads, as `generate` and `bench` both take them."""
     parser.add_argument("--model", default=None, help="a preset name or a model directory (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help="cpu, cuda or wafer (default: cpu)")
+    parser.add_argument(
+        "--backend", default="cpu", choices=backend_names(), help=f"{describe_backends()} (default: cpu)"
+    )
     parser.add_argument(
         "--dtype",
         default="float32",
-        choices=DTYPE_CHOICES,
+        choices=tuple(WEIGHT_FORMATS),
         help="weights and activations; int8 = int8 weights (torch backend; bfloat16 or 8-bit activations, "
         "see docs/engine.md)",
     )
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     from waferline.engine.generate import generate
     from waferline.engine.kvcache import Session
+    from waferline.engine.loader import load, set_threads
 
     if args.max_tokens < 0:
         raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         prompt = args.file.read_text(encoding="utf-8")
     else:
         prompt = args.prompt if args.prompt is not None else "def fibonacci(n):\n"
-    loaded = load(args.model, backend=args.backend, dtype=args.dtype)
+    loaded = load(args.model, backend=args.backend, weights=args.dtype)
     set_threads(args.threads, loaded.args.n_params)
     tokenizer = loaded.tokenizer
     ids = tokenizer.encode(prompt)

@@ -8,14 +8,22 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from waferline.hardware.registry import backend_names, describe_backends, describe_formats
+
+if TYPE_CHECKING:
+    from waferline.server.app import WaferlineServer
+    from waferline.server.options import Options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
     parser.add_argument("--tcp", metavar="HOST:PORT", help="listen for one LSP client on a TCP socket instead")
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
-    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
+    parser.add_argument("--backend", default="cpu", help=f"hardware backend: {describe_backends()} (default: cpu)")
+    parser.add_argument("--dtype", default="auto", help=f"weights: {describe_formats()}")
     parser.add_argument("--log-file", help="write logs to this file instead of stderr")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logs (-v info, -vv debug)")
 
@@ -39,18 +47,20 @@ def setup_logging(verbose: int, log_file: str | None) -> None:
         logging.getLogger("pygls").setLevel(max(level, logging.WARNING))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, make_server: Callable[[Options], WaferlineServer] | None = None) -> int:
+    """Serve until the client says exit. `make_server` builds the server from the command line's options (default:
+    features.create_server; tests pass one whose engine is a test double)."""
     from waferline.server.features import create_server
     from waferline.server.options import Options, parse_options
 
     tcp = parse_tcp(args.tcp) if args.tcp else None
-    if args.backend not in ("cpu", "cuda", "wafer"):
-        raise ValueError(f"--backend {args.backend!r}: choose cpu, cuda or wafer")
+    if args.backend not in backend_names():
+        raise ValueError(f"--backend {args.backend!r}: choose {describe_backends()}")
     setup_logging(args.verbose, args.log_file)
     defaults, problems = parse_options({"model": args.model, "backend": args.backend, "dtype": args.dtype}, Options())
     if problems:
         raise ValueError("; ".join(problems))
-    server = create_server(defaults)
+    server = (make_server or create_server)(defaults)
     if tcp is not None:
         server.start_tcp(*tcp)
     else:

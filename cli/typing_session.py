@@ -24,6 +24,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import BaseLanguageClient
 
+from waferline.hardware.registry import describe_backends, describe_formats
 from waferline.server.stats import percentile
 
 # What the developer types, at the end of the file: a few functions, each a handful of statements.
@@ -97,8 +98,8 @@ class Session:
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     """The options `demo` and `bench-lsp` share: which model, which file, how fast to type, how much of the script."""
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help="hardware backend: cpu, cuda or wafer (default: cpu)")
-    parser.add_argument("--dtype", default="auto", help="weights: auto (int8 on cpu/cuda), float32, bfloat16, int8")
+    parser.add_argument("--backend", default="cpu", help=f"hardware backend: {describe_backends()} (default: cpu)")
+    parser.add_argument("--dtype", default="auto", help=f"weights: {describe_formats()}")
     parser.add_argument("--file", type=Path, help="Python file to type into (default: colorsys.py of the stdlib)")
     parser.add_argument(
         "--cps",

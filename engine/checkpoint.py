@@ -3,6 +3,7 @@
 `load_model` takes a directory (or a preset name, for random weights) and returns a ready `LoadedModel`. It checks
 everything it can from the small files and the safetensors headers before it allocates a weight, then streams the
 tensors one at a time from the memory-mapped files into `Transformer.load`, so the weights never sit in memory twice.
+engine/loader.py is what the server and the tools call: it picks the weight format and places the weights once.
 Pickle weights (*.bin, *.pt, *.pth) are refused: unpickling runs whatever code the file names.
 
 `save_checkpoint` writes a directory that both waferline and `transformers.AutoModelForCausalLM` load, atomically.
@@ -25,7 +26,8 @@ from safetensors import SafetensorError
 from torch import Tensor
 
 from waferline.engine.fim import FimTemplate, fim_template
-from waferline.engine.model import PRESETS, SUPPORTED_ARCHITECTURES, ModelArgs, Transformer, iter_random
+from waferline.engine.hf import args_from_hf_config, from_hf, hf_config, iter_random
+from waferline.engine.model import MODEL_TYPES, PRESETS, ModelArgs, Transformer
 from waferline.engine.tokenizer import SpecialTokens, Tokenizer, byte_fallback_tokenizer, check_prompt_fits
 from waferline.engine.weights import (
     INDEX_FILE,
@@ -42,7 +44,7 @@ from waferline.engine.weights import (
     write_json,
     write_weights,
 )
-from waferline.hardware import open_device
+from waferline.hardware import Device, open_device
 
 __all__ = [
     "DEFAULT_MODEL_DIR",
@@ -124,20 +126,24 @@ def load_model(
     backend: str = "cpu",
     dtype: str | torch.dtype = "float32",
     seed: int = 0,
+    device: Device | None = None,
 ) -> LoadedModel:
-    """Load a Hugging Face directory, or build a preset with random weights (seeded), onto `backend`."""
+    """Load a Hugging Face directory, or build a preset with random weights (seeded), onto `backend` computing in
+    `dtype`, or onto `device` when given (opened for a weight format by engine/loader.py; `backend` and `dtype` are
+    then its own)."""
     target = resolve_model(name_or_path)
-    torch_dtype = parse_dtype(dtype)
+    if device is None:
+        device = open_device(backend, dtype=parse_dtype(dtype))
     if isinstance(target, str):
-        return _load_preset(target, backend=backend, dtype=torch_dtype, seed=seed)
-    return _load_directory(target, backend=backend, dtype=torch_dtype)
+        return _load_preset(target, device, seed=seed)
+    return _load_directory(target, device)
 
 
-def _load_preset(name: str, *, backend: str, dtype: torch.dtype, seed: int) -> LoadedModel:
+def _load_preset(name: str, device: Device, *, seed: int) -> LoadedModel:
     args = ModelArgs.from_name(name)
     tokenizer = preset_tokenizer(args.vocab_size)
-    model = Transformer(args, open_device(backend, dtype=dtype))
-    model.load(iter_random(args, seed=seed))
+    model = Transformer(args, device)
+    model.load(from_hf(args, iter_random(args, seed=seed)))
     return LoadedModel(
         name=name,
         args=args,
@@ -145,8 +151,8 @@ def _load_preset(name: str, *, backend: str, dtype: torch.dtype, seed: int) -> L
         tokenizer=tokenizer,
         special=SpecialTokens.for_waferline(tokenizer),
         fim=FimTemplate.for_family("waferline", tokenizer),
-        dtype=dtype,
-        backend=backend,
+        dtype=device.dtype,
+        backend=device.name,
     )
 
 
@@ -160,7 +166,7 @@ def preset_tokenizer(vocab_size: int) -> Tokenizer:
     return byte_fallback_tokenizer(vocab_size)
 
 
-def _load_directory(path: Path, *, backend: str, dtype: torch.dtype) -> LoadedModel:
+def _load_directory(path: Path, device: Device) -> LoadedModel:
     if path.is_file():
         if path.suffix in PICKLE_SUFFIXES:
             raise CheckpointError(pickle_refusal([path]))
@@ -171,9 +177,9 @@ def _load_directory(path: Path, *, backend: str, dtype: torch.dtype) -> LoadedMo
     special = special_tokens_from_files(path, tokenizer, args, cfg, tokenizer_config)
     shards = weight_shards(path)
     check_tensors(args, shards)
-    model = Transformer(args, open_device(backend, dtype=dtype))
+    model = Transformer(args, device)
     try:
-        model.load(stream_tensors(shards))
+        model.load(from_hf(args, stream_tensors(shards)))
     except SafetensorError as e:
         raise CheckpointError(f"cannot read the weights in {path}: {e}") from None
     return LoadedModel(
@@ -183,8 +189,8 @@ def _load_directory(path: Path, *, backend: str, dtype: torch.dtype) -> LoadedMo
         tokenizer=tokenizer,
         special=special,
         fim=fim_template(tokenizer, tokenizer_config),
-        dtype=dtype,
-        backend=backend,
+        dtype=device.dtype,
+        backend=device.name,
         path=path,
     )
 
@@ -193,10 +199,10 @@ def _load_directory(path: Path, *, backend: str, dtype: torch.dtype) -> LoadedMo
 def args_from_config(cfg: Mapping[str, Any], path: Path | str = "config.json") -> ModelArgs:
     """ModelArgs from config.json, refusing what the decoder does not implement rather than running it wrong."""
     model_type = cfg.get("model_type")
-    if model_type not in SUPPORTED_ARCHITECTURES:
+    if model_type not in MODEL_TYPES:
         raise CheckpointError(
             f"{path}: unsupported architecture model_type={model_type!r} (architectures {cfg.get('architectures')}); "
-            f"waferline runs {', '.join(SUPPORTED_ARCHITECTURES)} (Llama, CodeLlama, DeepSeek-Coder, Qwen2, "
+            f"waferline runs {', '.join(MODEL_TYPES)} (Llama, CodeLlama, DeepSeek-Coder, Qwen2, "
             f"Qwen2.5-Coder)"
         )
     unsupported = {
@@ -227,7 +233,7 @@ def args_from_config(cfg: Mapping[str, Any], path: Path | str = "config.json") -
         scaling.setdefault("original_max_position_embeddings", cfg.get("max_position_embeddings", 8192))
         cfg["rope_scaling"] = scaling
     try:
-        return ModelArgs.from_hf_config(cfg)
+        return args_from_hf_config(cfg)
     except (ValueError, AssertionError, TypeError) as e:
         raise CheckpointError(f"{path}: {e}") from None
 
@@ -339,7 +345,7 @@ def save_checkpoint(
     tensors = checked_state_dict(args, state_dict, None if dtype is None else parse_dtype(dtype))
     saved_dtype = next(iter(tensors.values())).dtype
 
-    cfg = {**args.to_hf_config(), "torch_dtype": str(saved_dtype).removeprefix("torch."), "use_cache": True}
+    cfg = {**hf_config(args), "torch_dtype": str(saved_dtype).removeprefix("torch."), "use_cache": True}
     tokenizer = Tokenizer.from_str(tokenizer_json) if tokenizer_json is not None else None
     gen: dict[str, Any] = {}
     tok_cfg: dict[str, Any] = {}

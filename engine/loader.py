@@ -1,40 +1,25 @@
-"""Load a model for running it: `load` takes the command line's dtype names (int8 = int8 weights), `set_threads`
-picks torch's intra-op threads for the model's size. Used by the language server's model adapter and the commands.
+"""Loading a model to run it: a model name or directory, a backend and a weight format in; a `LoadedModel` out.
+
+This is what the server's engine and the command-line tools call. The backend registry (hardware/registry.py) says
+which weight formats a backend places and what "auto" means there; the device is opened for that format before the
+first tensor is read, so every weight is read and placed once (engine/checkpoint.py streams them in).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
 
-
-def load(model: str | None, *, backend: str, dtype: str) -> Any:
-    """load_model with the CLI's dtype names: "int8" is int8 weights with bfloat16 activations (torch backend).
-
-    load_model takes no device options yet, so int8 loads the model in bfloat16 for its tokenizer and metadata,
-    then places the same weights (the preset's seeded tensors, or the checkpoint's, streamed again) on an int8
-    torch device.
-    """
-    import dataclasses
-
-    from waferline.engine.checkpoint import load_model
-    from waferline.engine.model import Transformer, iter_random
-    from waferline.engine.weights import stream_tensors, weight_shards
-    from waferline.hardware import open_device
-
-    if dtype != "int8":
-        return load_model(model, backend=backend, dtype=dtype)
-    if backend not in ("cpu", "cuda"):
-        raise ValueError(f"--dtype int8 is a torch backend weight format (cpu, cuda), not one of {backend!r}")
-    import torch
-
-    loaded = load_model(model, backend=backend, dtype="bfloat16")
-    source = iter_random(loaded.args) if loaded.path is None else stream_tensors(weight_shards(loaded.path))
-    int8 = Transformer(loaded.args, open_device(backend, dtype=torch.bfloat16, weights="int8"))
-    int8.load(source)
-    return dataclasses.replace(loaded, model=int8)
-
+from waferline.engine.checkpoint import LoadedModel, load_model
+from waferline.hardware import open_backend
 
 SMALL_MODEL_PARAMS = 50_000_000
+
+
+def load(model: str | Path | None, *, backend: str = "cpu", weights: str = "auto", seed: int = 0) -> LoadedModel:
+    """`model` (a directory, a preset, a shipped model's name; None: the shipped default) on `backend`, its weights
+    in format `weights` (a name in hardware/registry.py's WEIGHT_FORMATS, or "auto": the backend's default)."""
+    return load_model(model, device=open_backend(backend, weights), seed=seed)
 
 
 def set_threads(threads: int | None, n_params: int) -> None:
@@ -47,8 +32,6 @@ def set_threads(threads: int | None, n_params: int) -> None:
     thread anyway; a large model streams weights, which more cores read faster, so it gets all cores but one, the
     one left to the editor.
     """
-    import os
-
     import torch
 
     if threads is None:

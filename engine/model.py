@@ -1,13 +1,14 @@
 """One transformer definition for the Llama family and Qwen2, written against the hardware Device seam.
 
 The model never asks which hardware it is on: it places its weights on a `Device` once and calls that device's
-per-token operations. Weight names follow the Hugging Face layout so that checkpoints load by name.
+per-token operations. It knows its own tensors (`weight_shapes`), not a checkpoint's: engine/hf.py maps Hugging Face
+configs and tensor names to these.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ from torch import Tensor
 from waferline.hardware import Device, KVRef, WeightRef
 from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights
 
-SUPPORTED_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+MODEL_TYPES = ("llama", "qwen2")  # config.json's model_type of the families this decoder runs
 
 
 @dataclass(kw_only=True)
@@ -38,70 +39,13 @@ class ModelArgs:
     head_dim: int = field(default=0)  # derived from dim // n_heads unless the config sets it
 
     def __post_init__(self) -> None:
-        if self.model_type not in SUPPORTED_ARCHITECTURES:
-            raise ValueError(
-                f"unsupported model_type {self.model_type!r}; waferline runs {', '.join(SUPPORTED_ARCHITECTURES)}"
-            )
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"unsupported model_type {self.model_type!r}; waferline runs {', '.join(MODEL_TYPES)}")
         if self.head_dim == 0:
             assert self.dim % self.n_heads == 0, f"dim {self.dim} is not a multiple of n_heads {self.n_heads}"
             self.head_dim = self.dim // self.n_heads
         assert self.n_heads % self.n_kv_heads == 0, f"n_heads {self.n_heads} not a multiple of {self.n_kv_heads}"
         assert self.head_dim % 2 == 0, "rotary embedding needs an even head_dim"
-
-    # -- Hugging Face config.json ------------------------------------------------------------------------------------
-    @classmethod
-    def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArgs:
-        model_type = cfg.get("model_type")
-        if model_type not in SUPPORTED_ARCHITECTURES:
-            raise ValueError(
-                f"unsupported architecture: model_type {model_type!r} (architectures {cfg.get('architectures')}); "
-                f"waferline runs {', '.join(SUPPORTED_ARCHITECTURES)}"
-            )
-        rope = cfg.get("rope_parameters") or {}  # transformers >= 5 writes rope_theta and any scaling here
-        try:
-            n_heads = int(cfg["num_attention_heads"])
-            return cls(
-                model_type=model_type,
-                vocab_size=int(cfg["vocab_size"]),
-                dim=int(cfg["hidden_size"]),
-                n_layers=int(cfg["num_hidden_layers"]),
-                n_heads=n_heads,
-                n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads),
-                intermediate_size=int(cfg["intermediate_size"]),
-                max_seq_len=int(cfg.get("max_position_embeddings", 2048)),
-                rope_theta=float(cfg.get("rope_theta") or rope.get("rope_theta", 10000.0)),
-                rope_scaling=cfg.get("rope_scaling")
-                or (rope if rope.get("rope_type", "default") != "default" else None),
-                norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-                qkv_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
-                tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-                head_dim=int(cfg.get("head_dim") or 0),
-            )
-        except KeyError as e:
-            raise ValueError(f"config.json lacks the field {e.args[0]!r}") from None
-
-    def to_hf_config(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {
-            "architectures": [SUPPORTED_ARCHITECTURES[self.model_type]],
-            "model_type": self.model_type,
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.dim,
-            "num_hidden_layers": self.n_layers,
-            "num_attention_heads": self.n_heads,
-            "num_key_value_heads": self.n_kv_heads,
-            "intermediate_size": self.intermediate_size,
-            "max_position_embeddings": self.max_seq_len,
-            "rope_theta": self.rope_theta,
-            "rope_scaling": self.rope_scaling,
-            "rms_norm_eps": self.norm_eps,
-            "tie_word_embeddings": self.tie_embeddings,
-            "hidden_act": "silu",
-            "head_dim": self.head_dim,
-        }
-        if self.model_type == "llama":
-            cfg["attention_bias"] = self.qkv_bias
-            cfg["mlp_bias"] = False
-        return cfg
 
     @classmethod
     def from_name(cls, name: str) -> ModelArgs:
@@ -183,54 +127,30 @@ def rope_tables(args: ModelArgs, positions: int) -> tuple[Tensor, Tensor]:
     return angles.cos().float(), angles.sin().float()
 
 
-def hf_weight_names(args: ModelArgs) -> Iterator[str]:
-    """Every tensor name a checkpoint of this shape holds, in Hugging Face naming."""
-    yield "model.embed_tokens.weight"
-    for i in range(args.n_layers):
-        p = f"model.layers.{i}."
-        yield from (p + "input_layernorm.weight", p + "post_attention_layernorm.weight")
-        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            yield f"{p}self_attn.{proj}.weight"
-        if args.qkv_bias:
-            yield from (f"{p}self_attn.{proj}.bias" for proj in ("q_proj", "k_proj", "v_proj"))
-        for proj in ("gate_proj", "up_proj", "down_proj"):
-            yield f"{p}mlp.{proj}.weight"
-    yield "model.norm.weight"
-    if not args.tie_embeddings:
-        yield "lm_head.weight"
-
-
-def hf_weight_shape(args: ModelArgs, name: str) -> tuple[int, ...]:
-    """The shape the config implies for one Hugging Face tensor name."""
+def weight_shapes(args: ModelArgs) -> dict[str, tuple[int, ...]]:
+    """The tensors a model of this shape places, by the names `Transformer.load` takes them: each layer's q, k, v
+    projections fused into one `qkv` (out, in) matrix, gate and up into one `gate_up`."""
     d, h, inter = args.dim, args.head_dim, args.intermediate_size
-    q, kv = args.n_heads * h, args.n_kv_heads * h
-    leaf = name.rsplit(".", 2)[-2] if name.endswith((".weight", ".bias")) else name
-    if name in ("model.embed_tokens.weight", "lm_head.weight"):
-        return (args.vocab_size, d)
-    if name.endswith("norm.weight"):
-        return (d,)
-    out_in = {
-        "q_proj": (q, d), "k_proj": (kv, d), "v_proj": (kv, d), "o_proj": (d, q),
-        "gate_proj": (inter, d), "up_proj": (inter, d), "down_proj": (d, inter),
-    }  # fmt: skip
-    if leaf in out_in:
-        return out_in[leaf][:1] if name.endswith(".bias") else out_in[leaf]
-    raise KeyError(name)
+    qkv = (args.n_heads + 2 * args.n_kv_heads) * h
+    shapes: dict[str, tuple[int, ...]] = {"embedding": (args.vocab_size, d)}
+    for i in range(args.n_layers):
+        p = f"layers.{i}."
+        shapes.update({p + "attn_norm": (d,), p + "qkv": (qkv, d)})
+        if args.qkv_bias:
+            shapes[p + "qkv_bias"] = (qkv,)
+        layer = {"o": (d, args.n_heads * h), "mlp_norm": (d,), "gate_up": (2 * inter, d), "down": (d, inter)}
+        shapes.update({p + key: shape for key, shape in layer.items()})
+    shapes["norm"] = (d,)
+    if not args.tie_embeddings:
+        shapes["lm_head"] = (args.vocab_size, d)
+    return shapes
 
 
-def iter_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float32) -> Iterator[tuple[str, Tensor]]:
-    """Random weights in Hugging Face naming (std 0.02, norms at 1), made one tensor at a time as they are consumed,
-    so that `Transformer.load(iter_random(...))` never holds a large preset twice."""
-    g = torch.Generator().manual_seed(seed)
-    for name in hf_weight_names(args):
-        shape = hf_weight_shape(args, name)
-        t = torch.ones(shape) if name.endswith("norm.weight") else torch.randn(shape, generator=g) * 0.02
-        yield name, t.to(dtype)
-
-
-def init_random(args: ModelArgs, seed: int = 0, dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
-    """Random weights in Hugging Face naming (std 0.02, norms at 1): for presets, benchmarks and tests."""
-    return dict(iter_random(args, seed, dtype))
+# How each placed tensor is used (Device.place's role), by the last part of its name.
+ROLES = {
+    "embedding": "embedding", "lm_head": "linear", "norm": "norm", "attn_norm": "norm", "mlp_norm": "norm",
+    "qkv": "linear", "qkv_bias": "bias", "o": "linear", "gate_up": "linear", "down": "linear",
+}  # fmt: skip
 
 
 class Transformer:
@@ -249,43 +169,37 @@ class Transformer:
         self.rope_sin = device.place("rope.sin", sin, role="table")
 
     def load(self, tensors: Iterable[tuple[str, Tensor]]) -> None:
-        """Place weights given in Hugging Face naming, in any order, fusing q/k/v and gate/up per layer.
-
-        Tensors are consumed as they come, so a streamed checkpoint never needs to sit in memory twice; a layer's
-        parts wait only until its siblings arrive. Shapes are checked against the config.
-        """
+        """Place the model's tensors (the names and shapes of `weight_shapes`; engine/hf.py's `from_hf` makes them
+        from a checkpoint), in any order, each as it comes, so that a stream never sits in memory twice. A tied
+        model's head is placed from the embedding."""
         args, dev = self.args, self.device
-        expected = set(hf_weight_names(args))
-        pending: dict[int, dict[str, Tensor]] = {}
-        slots: dict[int, dict[str, Any]] = {i: {} for i in range(args.n_layers)}
+        expected = weight_shapes(args)
+        slots: dict[int, dict[str, Any]] = {
+            i: {} if args.qkv_bias else {"qkv_bias": None} for i in range(args.n_layers)
+        }
         seen: set[str] = set()
         for name, t in tensors:
-            if name not in expected:
-                if name == "lm_head.weight" and args.tie_embeddings:
-                    continue  # some tied checkpoints store the head anyway
-                if name.endswith("rotary_emb.inv_freq"):
-                    continue
-                raise ValueError(f"unexpected tensor {name!r} for a {args.model_type} model of this config")
-            want = hf_weight_shape(args, name)
+            want = expected.get(name)
+            if want is None:
+                raise ValueError(f"unexpected tensor {name!r} for a {args.model_type} model of this shape")
             if tuple(t.shape) != want:
-                raise ValueError(f"tensor {name!r} has shape {tuple(t.shape)}, but config.json implies {want}")
+                raise ValueError(f"tensor {name!r} has shape {tuple(t.shape)}, but the model's shape implies {want}")
             seen.add(name)
-            if name == "model.embed_tokens.weight":
-                self.embedding = dev.place("embedding", t, role="embedding")
+            key = name.rsplit(".", 1)[-1]
+            ref = dev.place(name, t, role=ROLES[key])
+            if name == "embedding":
+                self.embedding = ref
                 if args.tie_embeddings:
                     self.lm_head = dev.place("lm_head", t, role="linear")
-            elif name == "lm_head.weight":
-                self.lm_head = dev.place("lm_head", t, role="linear")
-            elif name == "model.norm.weight":
-                self.norm = dev.place("norm", t, role="norm")
+            elif name == "lm_head":
+                self.lm_head = ref
+            elif name == "norm":
+                self.norm = ref
             else:
-                i = int(name.split(".")[2])
-                leaf = name.split(".", 3)[3]  # e.g. self_attn.q_proj.weight
-                pending.setdefault(i, {})[leaf] = t
-                self._place_ready(i, pending[i], slots[i])
-        missing = expected - seen
+                slots[int(name.split(".")[1])][key] = ref
+        missing = expected.keys() - seen
         if missing:
-            raise ValueError(f"checkpoint lacks {len(missing)} tensors, for example {sorted(missing)[0]!r}")
+            raise ValueError(f"the model lacks {len(missing)} tensors, for example {sorted(missing)[0]!r}")
         self.layers = [LayerWeights(**slots[i]) for i in range(args.n_layers)]
         self.fused = dev.fuse_decoder(self.plan())
 
@@ -299,29 +213,6 @@ class Transformer:
             embedding=self.embedding, layers=self.layers, norm=self.norm, lm_head=self.lm_head,
             rope_cos=self.rope_cos, rope_sin=self.rope_sin,
         )  # fmt: skip
-
-    def _place_ready(self, i: int, parts: dict[str, Tensor], slot: dict[str, Any]) -> None:
-        dev, p = self.device, f"layers.{i}."
-        simple = {
-            "input_layernorm.weight": ("attn_norm", "norm"),
-            "post_attention_layernorm.weight": ("mlp_norm", "norm"),
-            "self_attn.o_proj.weight": ("o", "linear"),
-            "mlp.down_proj.weight": ("down", "linear"),
-        }
-        for leaf, (key, role) in simple.items():
-            if leaf in parts:
-                slot[key] = dev.place(p + key, parts.pop(leaf), role=role)
-        qkv = [f"self_attn.{x}_proj.weight" for x in "qkv"]
-        if all(k in parts for k in qkv):
-            slot["qkv"] = dev.place(p + "qkv", torch.cat([parts.pop(k) for k in qkv]), role="linear")
-        bias = [f"self_attn.{x}_proj.bias" for x in "qkv"]
-        if not self.args.qkv_bias:
-            slot["qkv_bias"] = None
-        elif all(k in parts for k in bias):
-            slot["qkv_bias"] = dev.place(p + "qkv_bias", torch.cat([parts.pop(k) for k in bias]), role="bias")
-        gate_up = ["mlp.gate_proj.weight", "mlp.up_proj.weight"]
-        if all(k in parts for k in gate_up):
-            slot["gate_up"] = dev.place(p + "gate_up", torch.cat([parts.pop(k) for k in gate_up]), role="linear")
 
     def forward(self, tokens: Tensor, kv: KVRef, start: int, *, last_only: bool = True) -> Tensor:
         """tokens: (T,) at positions start..start+T-1 -> logits (1 or T, vocab). Advances the cache to start+T."""

@@ -18,7 +18,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import Tensor
 
-from waferline.engine.model import ModelArgs, hf_weight_names, hf_weight_shape
+from waferline.engine.hf import hf_weight_names, hf_weight_shape, ignorable_tensor
+from waferline.engine.model import ModelArgs
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SINGLE_FILE, INDEX_FILE = "model.safetensors", "model.safetensors.index.json"
@@ -143,11 +144,6 @@ def check_tensors(args: ModelArgs, shards: list[Shard]) -> None:
     if missing:
         where = shards[0].path if len(shards) == 1 else shards[0].path.parent
         raise CheckpointError(f"{where} lacks {len(missing)} tensors the config implies, e.g. {missing[0]!r}")
-
-
-def ignorable_tensor(args: ModelArgs, name: str) -> bool:
-    """Tensors some checkpoints carry that the decoder does not need (a tied head stored anyway, rope buffers)."""
-    return (name == "lm_head.weight" and args.tie_embeddings) or name.endswith("rotary_emb.inv_freq")
 
 
 def stream_tensors(shards: list[Shard]) -> Iterator[tuple[str, Tensor]]:

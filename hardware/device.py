@@ -92,6 +92,16 @@ class DecoderPlan:
     rope_sin: WeightRef
 
 
+@dataclass(frozen=True)
+class Placement:
+    """What a device holds after load: the weight format it placed (a name in hardware/registry.py's
+    WEIGHT_FORMATS), the dtype its activations compute in, and the bytes its placed weights take."""
+
+    weights: str
+    dtype: torch.dtype
+    weight_bytes: int
+
+
 # step(token, kv, position) -> logits (1, vocab): writes the token's keys and values at `position`; the caller
 # advances the cache (kv_advance), as after the per-op calls.
 FusedStep = Callable[[int, "KVRef", int], Tensor]
@@ -165,5 +175,9 @@ class Device(Protocol):
         ...
 
     # -- accounting ------------------------------------------------------------------------------------------------
+    def placement(self) -> Placement:
+        """What was placed so far: weight format, activation dtype, bytes."""
+        ...
+
     def counters(self) -> dict[str, float]: ...
     def reset_counters(self) -> None: ...

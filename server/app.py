@@ -22,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification
 
+from waferline.engine.api import Engine
 from waferline.server.hover import SummaryCache
 from waferline.server.indexing import Indexing
 from waferline.server.inline import (
@@ -40,7 +41,7 @@ from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.plan import CompletionPlan
 from waferline.server.syntax.tree import SyntaxTree
 from waferline.server.text import PositionError, TextDocument
-from waferline.server.worker import Completer, Worker, build_completer
+from waferline.server.worker import Worker, build_engine
 
 log = logging.getLogger(__name__)
 
@@ -97,16 +98,14 @@ class WaferlineProtocol(LanguageServerProtocol):
 
 
 class WaferlineServer(LanguageServer):
-    def __init__(
-        self, *, defaults: Options | None = None, completer_factory: Callable[[Options], Completer] | None = None
-    ):
+    def __init__(self, *, defaults: Options | None = None, engine_factory: Callable[[Options], Engine] | None = None):
         super().__init__("waferline", VERSION, protocol_cls=WaferlineProtocol)
         self.defaults = defaults or Options()  # from the command line; client settings override them
         self.options = self.defaults
         self.documents: dict[str, Document] = {}
         self.stats = Stats()
         self.worker = Worker(self.stats)
-        self._completer_factory = completer_factory or build_completer
+        self._engine_factory = engine_factory or build_engine
         self._reported: set[str] = set()
         self.client_has_inline = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -125,17 +124,15 @@ class WaferlineServer(LanguageServer):
 
     # -- options -------------------------------------------------------------------------------------------------
     def configure(self, settings: Any, *, source: str) -> bool:
-        """Apply client settings; True when the engine must be rebuilt (model, backend or test double changed)."""
+        """Apply client settings; True when the engine must be rebuilt (model, backend, weights... changed)."""
         new, problems = parse_options(settings, self.options)
         for problem in problems:
             self.report(f"{source}: {problem}")
         engine_changed = any(
-            getattr(new, k) != getattr(self.options, k)
-            for k in ("model", "backend", "dtype", "threads", "kv_cache_mb", "test_completion", "test_token_delay_ms")
+            getattr(new, k) != getattr(self.options, k) for k in ("model", "backend", "dtype", "threads", "kv_cache_mb")
         )
         if new != self.options:
-            for doc in self.documents.values():  # suggestions made under other options are not to be reused
-                doc.cache.clear()
+            self.forget_suggestions()  # made under other options
         self.options = new
         log.info("options from %s: %s", source, new)
         return engine_changed
@@ -154,11 +151,18 @@ class WaferlineServer(LanguageServer):
         log.info("%s", message)
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"waferline: {message}"))
 
+    def forget_suggestions(self) -> None:
+        """Drop every document's remembered suggestions: they are not to be reused."""
+        for doc in self.documents.values():
+            doc.cache.clear()
+
     async def load_engine(self) -> None:
-        """(Re)build the completer on the worker thread; requests queued meanwhile wait for it."""
+        """(Re)build the engine on its thread; requests queued meanwhile wait for it. Suggestions the previous
+        engine made are forgotten."""
+        self.forget_suggestions()
         options = self.options
         try:
-            description = await self.worker.load(lambda: self._completer_factory(options))
+            description = await self.worker.load(lambda: self._engine_factory(options))
         except (ValueError, OSError, RuntimeError) as e:
             self.report(f"could not load the model ({e}); completions are off until the model setting is fixed")
             return

@@ -25,7 +25,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from waferline.server.hover import word_at
 from waferline.server.index.ask import Evidence, evidence_prompt, gather_evidence, render_evidence_markdown
 from waferline.server.indexing import uri_to_path
-from waferline.server.model_tasks import ASK_KEY, chat, chat_template_of, engine_settled
+from waferline.server.model_tasks import ASK_KEY, chat
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
@@ -120,8 +120,8 @@ async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
         "question": question, "evidence": _evidence_json(evidence), "status": status, "answer": None,
         "generated": False,
     }  # fmt: skip
-    await engine_settled(ls.worker)
-    if chat_template_of(ls.worker) is None:
+    await ls.worker.settled()
+    if not ls.worker.can_chat():
         result["model"] = "completion-only"
         result["markdown"] = (
             f"{note}The configured model ({ls.worker.describe()}) is a completion-only model: it has no chat "

@@ -4,11 +4,13 @@ server (server/app.py) or a plain function, and builds lsprotocol types; the wor
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from waferline.engine.api import Engine
 from waferline.server.actions import feature as actions
 from waferline.server.app import ACCEPT_COMMAND, Document, WaferlineServer
 from waferline.server.ask import ASK_COMMAND, ASK_METHOD, ask
@@ -38,9 +40,12 @@ def accept_command(uri: str, s: Suggestion) -> types.Command:
     )
 
 
-def create_server(defaults: Options | None = None) -> WaferlineServer:
-    """A server with every feature registered; `defaults` come from the command line."""
-    server = WaferlineServer(defaults=defaults)
+def create_server(
+    defaults: Options | None = None, *, engine_factory: Callable[[Options], Engine] | None = None
+) -> WaferlineServer:
+    """A server with every feature registered; `defaults` come from the command line. `engine_factory` builds the
+    engine for the current options (default: the local model, server/worker.py's `build_engine`)."""
+    server = WaferlineServer(defaults=defaults, engine_factory=engine_factory)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: WaferlineServer, params: types.InitializeParams) -> None:

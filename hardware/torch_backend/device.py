@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, WeightRef
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
 from waferline.hardware.torch_backend import fused, kernels
 from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 
@@ -160,6 +160,10 @@ class TorchDevice:
         return fused.build(plan, weights=self.weights, dtype=self.dtype)
 
     # -- accounting --------------------------------------------------------------------------------------------------
+    def placement(self) -> Placement:
+        weights = "int8" if self.weights == "int8" else str(self.dtype).removeprefix("torch.")
+        return Placement(weights=weights, dtype=self.dtype, weight_bytes=int(self._counts["weight_bytes"]))
+
     def counters(self) -> dict[str, float]:
         return dict(self._counts)
 

@@ -125,7 +125,7 @@ class FusedStep:
     """A compiled one-token step for one placed model: `step(token, kv, pos) -> logits (1, vocab)` float32.
 
     Not reentrant: the step works in one scratch buffer per model. The engine touches a model from one thread only
-    (the scheduler's), as the per-op path also assumes for its KV caches.
+    (the job queue's, engine/jobs.py), as the per-op path also assumes for its KV caches.
     """
 
     lib: ctypes.CDLL

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, WeightRef
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
 from waferline.hardware.wafer import attention, ops
 from waferline.hardware.wafer.cost import COUNTER_KEYS, Cost, CostReport, report
 from waferline.hardware.wafer.placement import (
@@ -224,6 +224,10 @@ class WaferDevice:
 
     def fuse_decoder(self, plan: DecoderPlan) -> FusedStep | None:
         return None  # the emulator's point is to run and count each operation tile by tile
+
+    def placement(self) -> Placement:
+        weight_bytes = sum(a.payload_bytes for a in self.grid.table if a.kind == "weight")
+        return Placement(weights=str(self.dtype).removeprefix("torch."), dtype=self.dtype, weight_bytes=weight_bytes)
 
     def counters(self) -> dict[str, float]:
         """Accumulated costs since the last reset, plus the memory state (tiles and bytes in use now)."""

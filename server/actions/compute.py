@@ -27,7 +27,7 @@ from tree_sitter import Node
 from waferline.server.actions.check import new_syntax_error
 from waferline.server.actions.targets import COMPLETE_BODY, DOCSTRING, REGENERATE, REPAIR, REWRITE, Source, Target
 from waferline.server.inline import prompt_prefix
-from waferline.server.model_tasks import action_key, chat, chat_template_of, engine_settled, infill
+from waferline.server.model_tasks import action_key, chat, infill
 from waferline.server.syntax.languages import parser_for
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import finish_completion, should_stop
@@ -63,8 +63,8 @@ async def compute(
         fixed = await asyncio.to_thread(insert_missing_tokens, src, target)
         if fixed is not None:
             return fixed
-    await engine_settled(ls.worker)
-    if target.kind == REWRITE or (target.kind == REPAIR and chat_template_of(ls.worker) is not None):
+    await ls.worker.settled()
+    if target.kind == REWRITE or (target.kind == REPAIR and ls.worker.can_chat()):
         outcome = await _chat_rewrite(ls, uri, src, target, instruction)
     elif target.kind == DOCSTRING:
         outcome = await _docstring(ls, uri, src, target)
@@ -211,7 +211,7 @@ def reindent(code: str, first_column_indent: str) -> str:
 
 
 async def _chat_rewrite(ls: WaferlineServer, uri: str, src: Source, target: Target, instruction: str | None) -> Outcome:
-    if chat_template_of(ls.worker) is None:
+    if not ls.worker.can_chat():
         return refuse(target, "rewriting as instructed needs an instruction-following model (a chat template)")
     if target.kind == REPAIR:
         instruction = "Fix the syntax error in this code. Keep its meaning; change as little as possible."

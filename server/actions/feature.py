@@ -28,7 +28,6 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.server.actions.compute import Outcome, compute, refuse
 from waferline.server.actions.targets import REPAIR, REWRITE, Source, Target, find_targets
-from waferline.server.model_tasks import chat_template_of
 
 if TYPE_CHECKING:
     from waferline.server.app import Document, WaferlineServer
@@ -102,7 +101,7 @@ def code_actions(ls: WaferlineServer, params: types.CodeActionParams) -> list[ty
     doc = ls.document(params.text_document.uri)
     start, end = ls.offset_of(doc, params.range.start), ls.offset_of(doc, params.range.end)
     start, end = min(start, end), max(start, end)
-    instructable = chat_template_of(ls.worker) is not None
+    instructable = ls.worker.can_chat()
     only = [str(k.value if hasattr(k, "value") else k) for k in (params.context.only or [])]
     actions = []
     for target in find_targets(_source(doc), start, end):

@@ -12,12 +12,31 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 SERVE = [sys.executable, "-m", "waferline.cli.serve", "-v"]
+# `waferline serve` with the engine's test double (a fixed completion, one character per token) for the default model.
+SERVE_FIXED = [sys.executable, str(Path(__file__).resolve().parents[1] / "support" / "serve_fixed.py"), "-v"]
+SET_COMPLETION = "waferlineTest/setCompletion"  # what the double writes from now on (tests/support/serve_fixed.py)
+
+
+def serve_command(fixed_text: str | None = None, token_delay_ms: float = 0.0) -> list[str]:
+    """The server to start: `waferline serve`, or with `fixed_text` the one whose engine is the test double."""
+    if fixed_text is None:
+        return SERVE
+    return [*SERVE_FIXED, f"--text={fixed_text}", f"--token-delay-ms={token_delay_ms}"]
+
+
+def set_completion(client: LanguageClient, text: str, token_delay_ms: float | None = None) -> None:
+    """What the test double writes from now on (the engine is rebuilt before the next request is served)."""
+    params: dict[str, Any] = {"text": text}
+    if token_delay_ms is not None:
+        params["tokenDelayMs"] = token_delay_ms
+    client.protocol.notify(SET_COMPLETION, params)
 
 
 def capabilities(editor: str) -> types.ClientCapabilities:
@@ -38,9 +57,12 @@ def capabilities(editor: str) -> types.ClientCapabilities:
 
 
 @contextlib.asynccontextmanager
-async def lsp_session(editor: str, options: dict[str, Any] | None = None) -> AsyncIterator[LanguageClient]:
-    """A started and initialized server; shut down and stopped on exit."""
-    client = await ClientServerConfig(server_command=SERVE).start()
+async def lsp_session(
+    editor: str, options: dict[str, Any] | None = None, *, fixed_text: str | None = None, token_delay_ms: float = 0.0
+) -> AsyncIterator[LanguageClient]:
+    """A started and initialized server (the test double writing `fixed_text`, when given); shut down and stopped on
+    exit."""
+    client = await ClientServerConfig(server_command=serve_command(fixed_text, token_delay_ms)).start()
     assert isinstance(client, LanguageClient)
     try:
         result = await client.initialize_session(

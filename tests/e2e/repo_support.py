@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from lsp_support import SERVE, capabilities
+from lsp_support import capabilities, serve_command
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -29,10 +29,11 @@ def copy_fixture(tmp_path: Path) -> Path:
 @contextlib.asynccontextmanager
 async def repo_session(
     root: Path, cache: Path, options: dict[str, Any] | None = None, editor: str = "vscode",
-    caps: types.ClientCapabilities | None = None,
+    caps: types.ClientCapabilities | None = None, *, fixed_text: str | None = None, token_delay_ms: float = 0.0,
 ) -> AsyncIterator[LanguageClient]:  # fmt: skip
-    """A started and initialized server whose workspace folder is `root`; `caps` replace the editor's."""
-    client = await ClientServerConfig(server_command=SERVE).start()
+    """A started and initialized server whose workspace folder is `root` (the test double writing `fixed_text`, when
+    given); `caps` replace the editor's."""
+    client = await ClientServerConfig(server_command=serve_command(fixed_text, token_delay_ms)).start()
     assert isinstance(client, LanguageClient)
     client.registrations = []  # type: ignore[attr-defined]
     client.applied_edits = []  # type: ignore[attr-defined]
@@ -88,9 +89,3 @@ def position_of(text: str, needle: str, delta: int = 0) -> types.Position:
     offset = text.index(needle) + delta
     line = text.count("\n", 0, offset)
     return types.Position(line=line, character=offset - (text.rfind("\n", 0, offset) + 1))
-
-
-def set_completion(client: LanguageClient, text: str, **options: Any) -> None:
-    """What the test double writes from now on (the engine is rebuilt before the next request is served)."""
-    settings = {"waferline": {"testCompletion": text, **options}}
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=settings))

@@ -2,7 +2,7 @@
 node with $/progress, or refused with a reason (a new syntax error, stale version, same code, no instruction-
 following model); cancellation; and the command fallback for clients that cannot resolve code actions.
 
-The test double (`testCompletion`) is "the model": its fixed text is what every action gets to work with.
+The test double (tests/support/serve_fixed.py) is "the model": its fixed text is what every action gets to work with.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_support import capabilities, raw_request
+from lsp_support import capabilities, raw_request, set_completion
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
-from repo_support import copy_fixture, position_of, repo_session, set_completion, wait_indexed
+from repo_support import copy_fixture, position_of, repo_session, wait_indexed
 
 pytestmark = pytest.mark.asyncio
 
@@ -90,7 +90,7 @@ def root(tmp_path: Path) -> Path:
 async def test_complete_body_docstring_and_regenerate(root: Path, tmp_path: Path) -> None:
     uri = (root / "shop" / "tools.py").as_uri()
     text = "def add(a, b):\n    pass\n\n\ndef double(x):\n    y = x * 2\n    return y\n"
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "return a + b"}) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="return a + b") as client:
         open_text(client, uri, text)
         offered = await actions_at(client, uri, position_of(text, "pass"))
         body = offered["waferline: complete this function body"]
@@ -127,7 +127,7 @@ async def test_complete_body_docstring_and_regenerate(root: Path, tmp_path: Path
 async def test_refusals_new_syntax_error_and_stale_version(root: Path, tmp_path: Path) -> None:
     uri = (root / "shop" / "greet.py").as_uri()
     text = "def greet():\n    return 1\n\n\ndef todo(a):\n    pass\n"
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": 'Say "hi"'}) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text='Say "hi"') as client:
         open_text(client, uri, text)
         doc_action = (await actions_at(client, uri, position_of(text, "return 1")))["waferline: write a docstring"]
         refused = await client.code_action_resolve_async(doc_action)
@@ -155,7 +155,7 @@ async def test_repair_with_missing_tokens_and_with_the_model(root: Path, tmp_pat
     js = "function f(x) {\n  return g(x;\n}\n"
     py_uri = (root / "shop" / "broken.py").as_uri()
     py = "def f(x):\n    return x\n\n\nz = = 2\nw = 3\n"
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "z = 2"}) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="z = 2") as client:
         open_text(client, js_uri, js, "javascript")
         repair = (await actions_at(client, js_uri, position_of(js, "return")))[
             "waferline: repair the syntax error here"
@@ -179,8 +179,8 @@ async def test_repair_with_missing_tokens_and_with_the_model(root: Path, tmp_pat
 async def test_cancel_a_running_action(root: Path, tmp_path: Path) -> None:
     uri = (root / "shop" / "slow.py").as_uri()
     text = "def add(a, b):\n    pass\n"
-    options = {"testCompletion": "return " + "a + " * 200 + "b", "testTokenDelayMs": 30}
-    async with repo_session(root, tmp_path / "cache", options) as client:
+    slow = "return " + "a + " * 200 + "b"
+    async with repo_session(root, tmp_path / "cache", fixed_text=slow, token_delay_ms=30) as client:
         open_text(client, uri, text)
         body = (await actions_at(client, uri, position_of(text, "pass")))["waferline: complete this function body"]
         future = asyncio.ensure_future(
@@ -191,7 +191,7 @@ async def test_cancel_a_running_action(root: Path, tmp_path: Path) -> None:
         with pytest.raises(JsonRpcException) as info:
             await asyncio.wait_for(future, 10)
         assert info.value.code == types.LSPErrorCodes.RequestCancelled
-        set_completion(client, "return a + b", testTokenDelayMs=0)
+        set_completion(client, "return a + b", token_delay_ms=0)
         edit = only_edit(await client.code_action_resolve_async(body), uri)
         assert edit.new_text == "return a + b", "the server keeps serving after a cancellation"
 
@@ -204,7 +204,7 @@ async def test_clients_without_resolve_get_commands_and_rewrite_needs_an_instruc
     caps.text_document.code_action.resolve_support = None
     uri = (root / "shop" / "tools.py").as_uri()
     text = "def add(a, b):\n    pass\n"
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "return a + b"}, caps=caps) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="return a + b", caps=caps) as client:
         open_text(client, uri, text)
         # Raw JSON: the test client's converter would read a CodeAction that carries a command as a Command.
         params = {"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0},

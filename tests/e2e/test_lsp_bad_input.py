@@ -25,7 +25,7 @@ pytestmark = pytest.mark.asyncio
 
 URI = "file:///tmp/waferline-test/calc.py"
 SOURCE = "import math\n\n\ndef area(r):\n    return \n"
-OPTIONS = {"testCompletion": "math.pi * r * r"}
+FIXED = "math.pi * r * r"  # what the engine's test double writes (tests/support/serve_fixed.py)
 
 
 def sha(text: str) -> str:
@@ -48,7 +48,7 @@ async def assert_still_serving(client, uri: str = URI, position=(4, 11)) -> None
 
 
 async def test_edit_outside_document_is_refused_and_text_kept() -> None:
-    async with lsp_session("vscode", OPTIONS) as client:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
         open_doc(client, URI, SOURCE)
         client.text_document_did_change(change(URI, 2, (40, 0), (41, 0), "oops"))
         state = await document_state(client, URI)
@@ -59,7 +59,7 @@ async def test_edit_outside_document_is_refused_and_text_kept() -> None:
 
 async def test_positions_past_line_end_and_inside_surrogate_pair() -> None:
     text = "s = '😀'\n"
-    async with lsp_session("vscode", OPTIONS) as client:  # utf-16: 😀 is two code units at characters 5 and 6
+    async with lsp_session("vscode", fixed_text=FIXED) as client:  # utf-16: 😀 is two code units at characters 5 and 6
         open_doc(client, URI, text)
         client.text_document_did_change(change(URI, 2, (0, 6), (0, 6), "x"))  # inside the pair: snaps before it
         client.text_document_did_change(change(URI, 3, (0, 99), (0, 99), "!"))  # past the end: the line's end
@@ -70,7 +70,7 @@ async def test_positions_past_line_end_and_inside_surrogate_pair() -> None:
 
 
 async def test_unknown_language_completes_as_plain_text() -> None:
-    async with lsp_session("vscode", {"testCompletion": "world"}) as client:
+    async with lsp_session("vscode", fixed_text="world") as client:
         uri = "file:///tmp/waferline-test/notes.xyz"
         open_doc(client, uri, "hello \n", language_id="klingon")
         items = await inline(client, uri, types.Position(line=0, character=6))
@@ -80,7 +80,7 @@ async def test_unknown_language_completes_as_plain_text() -> None:
 
 
 async def test_binary_document_gets_empty_result() -> None:
-    async with lsp_session("vscode", OPTIONS) as client:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
         uri = "file:///tmp/waferline-test/blob.bin"
         text = "\x00\x01\x02ELF\x00" * 100
         open_doc(client, uri, text, language_id="plaintext")
@@ -90,7 +90,7 @@ async def test_binary_document_gets_empty_result() -> None:
 
 async def test_huge_document_kept_but_not_completed() -> None:
     big = ("x = 1\n" * (50 * 1024 * 1024 // 6 + 1))[: 50 * 1024 * 1024]  # 50 MB
-    async with lsp_session("vscode", OPTIONS) as client:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
         uri = "file:///tmp/waferline-test/huge.py"
         open_doc(client, uri, big)
         Typist(client, uri, 0, 0).type("y")
@@ -102,7 +102,7 @@ async def test_huge_document_kept_but_not_completed() -> None:
 
 
 async def test_request_for_document_never_opened() -> None:
-    async with lsp_session("vscode", OPTIONS) as client:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
         with pytest.raises(JsonRpcException) as info:
             await inline(client, "file:///nowhere.py", types.Position(line=0, character=0))
         assert info.value.code == types.ErrorCodes.InvalidParams
@@ -112,7 +112,7 @@ async def test_request_for_document_never_opened() -> None:
 
 
 async def test_position_past_last_line_is_an_error() -> None:
-    async with lsp_session("vscode", OPTIONS) as client:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
         open_doc(client, URI, SOURCE)
         with pytest.raises(JsonRpcException) as info:
             await inline(client, URI, types.Position(line=99, character=0))
@@ -121,7 +121,7 @@ async def test_position_past_last_line_is_an_error() -> None:
 
 
 async def test_malformed_params_are_answered_with_an_error() -> None:
-    async with lsp_session("vscode", OPTIONS) as client:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
         open_doc(client, URI, SOURCE)
         bad = {"textDocument": {"uri": URI}, "position": {"line": "four"}, "context": {"triggerKind": 1}}
         with pytest.raises(JsonRpcException) as info:
@@ -137,7 +137,7 @@ async def test_malformed_params_are_answered_with_an_error() -> None:
 
 
 async def test_did_change_for_unopened_document_and_double_open() -> None:
-    async with lsp_session("vscode", OPTIONS) as client:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
         client.text_document_did_change(change("file:///never.py", 2, (0, 0), (0, 0), "x"))
         open_doc(client, URI, "stale\n")
         open_doc(client, URI, SOURCE)  # opened again: the new text wins
@@ -146,7 +146,7 @@ async def test_did_change_for_unopened_document_and_double_open() -> None:
 
 
 async def test_request_after_close_is_an_error_and_reopen_works() -> None:
-    async with lsp_session("neovim", OPTIONS) as client:
+    async with lsp_session("neovim", fixed_text=FIXED) as client:
         open_doc(client, URI, SOURCE)
         await assert_still_serving(client)
         client.text_document_did_close(
@@ -160,7 +160,7 @@ async def test_request_after_close_is_an_error_and_reopen_works() -> None:
 
 
 async def test_model_that_cannot_load_is_reported_and_requests_answered() -> None:
-    async with lsp_session("vscode", {"model": "/no/such/model-dir"}) as client:
+    async with lsp_session("vscode", {"model": "/no/such/model-dir"}, fixed_text=FIXED) as client:
         open_doc(client, URI, SOURCE)
         assert await inline(client, URI, types.Position(line=4, character=11)) == []
         shown = [m.message for m in client.messages]
@@ -168,6 +168,6 @@ async def test_model_that_cannot_load_is_reported_and_requests_answered() -> Non
         state = await stats(client)
         assert state["engine"].startswith("failed to load")
         client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings={"waferline": {"model": None, **OPTIONS}})
+            types.DidChangeConfigurationParams(settings={"waferline": {"model": None}})
         )
         await assert_still_serving(client)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from lsp_support import serve_command
 from nvim_support import nvim_binary
 
 pynvim = pytest.importorskip("pynvim", reason="pynvim drives Neovim in this test (a dev dependency)")
@@ -22,7 +23,7 @@ pynvim = pytest.importorskip("pynvim", reason="pynvim drives Neovim in this test
 T = TypeVar("T")
 INIT_LUA = """
 vim.lsp.config('waferline', {
-  cmd = { %(python)r, '-m', 'waferline.cli.serve', '--log-file', %(log)r, '-v' },
+  cmd = %(cmd)s,
   filetypes = { 'python' },
   root_dir = %(root)r,
   init_options = { waferline = %(options)s },
@@ -61,10 +62,9 @@ def nvim(tmp_path: Path) -> Iterator[Any]:
     (tmp_path / "calc.py").write_text("import math\n\n\ndef area(r):\n    return \n")
     log = tmp_path / "server.log"
     init = tmp_path / "init.lua"
-    options = {"testCompletion": "math.pi * r * r", "precompute": False}
-    init.write_text(
-        INIT_LUA % {"python": sys.executable, "log": str(log), "root": str(tmp_path), "options": lua_table(options)}
-    )
+    cmd = [*serve_command("math.pi * r * r"), "--log-file", str(log)]  # the engine's test double
+    lua_cmd = "{ " + ", ".join(map(lua_value, cmd)) + " }"
+    init.write_text(INIT_LUA % {"cmd": lua_cmd, "root": str(tmp_path), "options": lua_table({"precompute": False})})
     env_args = ["-u", str(init), "-i", "NONE", "-n"]
     session = pynvim.attach("child", argv=[str(nvim_binary()), "--embed", "--headless", *env_args])
     try:

@@ -1,7 +1,8 @@
 """`waferline serve` over stdio, driven by pytest-lsp with VS Code's and Neovim's client capabilities.
 
-These tests use the engine's test double (the `testCompletion` option: a fixed completion, one character per token)
-so that what they assert does not depend on what a model writes; test_lsp_model.py runs the real model.
+These tests start the server with the engine's test double (tests/support/serve_fixed.py: a fixed completion, one
+character per token) so that what they assert does not depend on what a model writes; test_lsp_model.py runs the
+real model.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from lsp_support import Typist, document_state, inline, inline_params, lsp_session, open_doc, stats
+from lsp_support import Typist, document_state, inline, inline_params, lsp_session, open_doc, set_completion, stats
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
@@ -22,7 +23,7 @@ EDITORS = ["vscode", "neovim"]
 
 @pytest.mark.parametrize("editor", EDITORS)
 async def test_capabilities_advertised(editor: str) -> None:
-    async with lsp_session(editor, {"testCompletion": "x"}) as client:
+    async with lsp_session(editor, fixed_text="x") as client:
         caps = client.server_result.capabilities  # type: ignore[attr-defined]
         assert caps.inline_completion_provider is not None
         assert caps.completion_provider is not None
@@ -35,7 +36,7 @@ async def test_capabilities_advertised(editor: str) -> None:
 
 @pytest.mark.parametrize("editor", EDITORS)
 async def test_type_request_accept(editor: str) -> None:
-    async with lsp_session(editor, {"testCompletion": "math.pi * r * r"}) as client:
+    async with lsp_session(editor, fixed_text="math.pi * r * r") as client:
         open_doc(client, URI, SOURCE)
         typist = Typist(client, URI, 4, 11)
         items = await inline(client, URI, typist.position)
@@ -53,7 +54,7 @@ async def test_type_request_accept(editor: str) -> None:
 
 @pytest.mark.parametrize("editor", EDITORS)
 async def test_typed_through_cache(editor: str) -> None:
-    async with lsp_session(editor, {"testCompletion": "math.pi * r * r", "precompute": False}) as client:
+    async with lsp_session(editor, {"precompute": False}, fixed_text="math.pi * r * r") as client:
         open_doc(client, URI, SOURCE)
         typist = Typist(client, URI, 4, 11)
         assert [i.insert_text for i in await inline(client, URI, typist.position)] == ["math.pi * r * r"]
@@ -67,7 +68,7 @@ async def test_typed_through_cache(editor: str) -> None:
 
 
 async def test_precomputed_next_suggestion_after_accept() -> None:
-    async with lsp_session("vscode", {"testCompletion": "1, "}) as client:
+    async with lsp_session("vscode", fixed_text="1, ") as client:
         open_doc(client, URI, "v = [1, ]\n")
         typist = Typist(client, URI, 0, 8)
         items = await inline(client, URI, typist.position)
@@ -90,8 +91,8 @@ async def test_precomputed_next_suggestion_after_accept() -> None:
 
 @pytest.mark.parametrize("editor", EDITORS)
 async def test_newer_request_supersedes_older(editor: str) -> None:
-    options = {"testCompletion": "math.pi * r * r", "testTokenDelayMs": 40, "typedThroughCache": False}
-    async with lsp_session(editor, options) as client:
+    options = {"typedThroughCache": False}
+    async with lsp_session(editor, options, fixed_text="math.pi * r * r", token_delay_ms=40) as client:
         open_doc(client, URI, SOURCE)
         typist = Typist(client, URI, 4, 11)
         first = asyncio.ensure_future(inline(client, URI, typist.position))
@@ -106,7 +107,7 @@ async def test_newer_request_supersedes_older(editor: str) -> None:
 
 @pytest.mark.parametrize("editor", EDITORS)
 async def test_cancel_request(editor: str) -> None:
-    async with lsp_session(editor, {"testCompletion": "math.pi * r * r", "testTokenDelayMs": 40}) as client:
+    async with lsp_session(editor, fixed_text="math.pi * r * r", token_delay_ms=40) as client:
         open_doc(client, URI, SOURCE)
         params = inline_params(URI, types.Position(line=4, character=11))
         future = asyncio.ensure_future(
@@ -125,7 +126,7 @@ async def test_cancel_request(editor: str) -> None:
 
 
 async def test_configuration_change_and_bad_values() -> None:
-    async with lsp_session("vscode", {"testCompletion": "math.pi * r * r"}) as client:
+    async with lsp_session("vscode", fixed_text="math.pi * r * r") as client:
         open_doc(client, URI, SOURCE)
         pos = types.Position(line=4, character=11)
         client.workspace_did_change_configuration(
@@ -140,9 +141,7 @@ async def test_configuration_change_and_bad_values() -> None:
         shown = [m.message for m in client.messages]
         assert sum("maxTokens" in m for m in shown) == 1, shown
         assert sum("noSuchOption" in m for m in shown) == 1, shown
-        client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings={"waferline": {"testCompletion": "2 * math.pi * r"}})
-        )
+        set_completion(client, "2 * math.pi * r")
         items = await inline(client, URI, pos)
         assert [i.insert_text for i in items] == ["2 * math.pi * r"], "a new engine: old suggestions are forgotten"
         client.workspace_did_change_configuration(
@@ -154,7 +153,7 @@ async def test_configuration_change_and_bad_values() -> None:
 
 
 async def test_configuration_pulled_when_notification_is_empty() -> None:
-    async with lsp_session("vscode", {"testCompletion": "math.pi * r * r"}) as client:
+    async with lsp_session("vscode", fixed_text="math.pi * r * r") as client:
         open_doc(client, URI, SOURCE)
         client.set_configuration({"enable": False}, section="waferline")
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
@@ -163,7 +162,7 @@ async def test_configuration_pulled_when_notification_is_empty() -> None:
 
 
 async def test_completion_fallback_for_clients_without_inline() -> None:
-    async with lsp_session("neovim-0.11", {"testCompletion": "math.pi * r * r"}) as client:
+    async with lsp_session("neovim-0.11", fixed_text="math.pi * r * r") as client:
         open_doc(client, URI, SOURCE)
         result = await client.text_document_completion_async(
             types.CompletionParams(
@@ -178,7 +177,7 @@ async def test_completion_fallback_for_clients_without_inline() -> None:
 
 
 async def test_completion_defers_to_inline_when_client_has_it() -> None:
-    async with lsp_session("vscode", {"testCompletion": "math.pi * r * r"}) as client:
+    async with lsp_session("vscode", fixed_text="math.pi * r * r") as client:
         open_doc(client, URI, SOURCE)
         result = await client.text_document_completion_async(
             types.CompletionParams(
@@ -190,7 +189,7 @@ async def test_completion_defers_to_inline_when_client_has_it() -> None:
 
 
 async def test_range_covers_auto_closed_bracket() -> None:
-    async with lsp_session("vscode", {"testCompletion": "r, 2)"}) as client:
+    async with lsp_session("vscode", fixed_text="r, 2)") as client:
         open_doc(client, URI, "import math\n\n\ndef area(r):\n    return math.pow()\n")
         items = await inline(client, URI, types.Position(line=4, character=20))
         assert len(items) == 1
@@ -206,7 +205,7 @@ async def test_range_covers_auto_closed_bracket() -> None:
 @pytest.mark.parametrize("editor", [*EDITORS, "utf32-client"])
 async def test_positions_in_the_negotiated_encoding(editor: str) -> None:
     encoding = {"neovim": "utf-8", "utf32-client": "utf-32"}.get(editor, "utf-16")
-    async with lsp_session(editor, {"testCompletion": "name)"}) as client:
+    async with lsp_session(editor, fixed_text="name)") as client:
         prefix = 'def greet(name):\n    return "👋 héllo, " + str('
         open_doc(client, URI, prefix + ")\n")
         typist = Typist(client, URI, 0, 0, encoding)

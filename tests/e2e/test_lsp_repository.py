@@ -1,8 +1,8 @@
 """The repository features over LSP on a copy of the polyglot fixture: indexing with $/progress, file watchers,
 hover (cross-file definition, usages, call sites, the generated summary marked as such) and waferline/ask.
 
-The engine is the test double (`testCompletion`), whose fixed text is what "the model" writes, except in the one
-test that loads a tiny random-weight checkpoint with a chat template to take the instruction-following path.
+The engine is the test double (tests/support/serve_fixed.py), whose fixed text is what "the model" writes, except in
+the one test that loads a tiny random-weight checkpoint with a chat template to take the instruction-following path.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _plain(obj: Any) -> Any:
 
 async def test_indexing_reports_progress_and_registers_file_watchers(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path)
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "x"}) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="x") as client:
         values = await wait_indexed(client)
         assert values[0].kind == "begin" and values[0].title == "waferline"
         assert any(v.kind == "report" and v.message == "indexing 13 files" for v in values)
@@ -57,14 +57,14 @@ async def test_indexing_reports_progress_and_registers_file_watchers(tmp_path: P
         globs = [w["globPattern"] for w in reg.register_options["watchers"]]
         assert any(".py" in g or ",py," in g for g in globs) and "**/.gitignore" in globs
     # A restart on the unchanged folder reuses the cache: nothing to parse, same file count.
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "x"}) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="x") as client:
         assert (await wait_indexed(client))[-1].message.startswith("indexed 13 files")
 
 
 @pytest.mark.parametrize("editor", ["vscode", "neovim"])
 async def test_hover_shows_the_cross_file_definition_usages_and_call_sites(tmp_path: Path, editor: str) -> None:
     root = copy_fixture(tmp_path)
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "x", "hoverSummary": False}, editor) as c:
+    async with repo_session(root, tmp_path / "cache", {"hoverSummary": False}, editor, fixed_text="x") as c:
         await wait_indexed(c)
         path = root / "shop" / "checkout.py"
         uri = open_file(c, path)
@@ -87,8 +87,7 @@ async def test_hover_shows_the_cross_file_definition_usages_and_call_sites(tmp_p
 
 async def test_generated_summary_is_marked_and_cached(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path)
-    options = {"testCompletion": "Check out a basket of items.\nmore"}
-    async with repo_session(root, tmp_path / "cache", options) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="Check out a basket of items.\nmore") as client:
         await wait_indexed(client)
         path = root / "shop" / "checkout.py"
         uri = open_file(client, path)
@@ -107,7 +106,7 @@ async def test_generated_summary_is_marked_and_cached(tmp_path: Path) -> None:
 
 async def test_index_follows_unsaved_edits_and_watched_files(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path)
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "x", "hoverSummary": False}) as client:
+    async with repo_session(root, tmp_path / "cache", {"hoverSummary": False}, fixed_text="x") as client:
         await wait_indexed(client)
         path = root / "shop" / "checkout.py"
         uri = open_file(client, path)
@@ -161,7 +160,7 @@ async def test_index_follows_unsaved_edits_and_watched_files(tmp_path: Path) -> 
 
 async def test_ask_with_a_completion_only_model_answers_with_indexed_evidence(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path)
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "x"}) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="x") as client:
         await wait_indexed(client)
         result = await ask(client, {"question": "What does `apply_tax` do and who calls it?"})
         assert result["model"] == "completion-only" and result["generated"] is False and result["answer"] is None
@@ -181,7 +180,7 @@ async def test_ask_with_a_completion_only_model_answers_with_indexed_evidence(tm
 
 async def test_ask_command_uses_the_name_under_the_cursor_and_bad_params_are_refused(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path)
-    async with repo_session(root, tmp_path / "cache", {"testCompletion": "x"}) as client:
+    async with repo_session(root, tmp_path / "cache", fixed_text="x") as client:
         await wait_indexed(client)
         path = root / "shop" / "checkout.py"
         uri = open_file(client, path)

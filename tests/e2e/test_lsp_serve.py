@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+from lsp_support import serve_command
+
 SERVE = [sys.executable, "-m", "waferline.cli.serve"]
 
 
@@ -39,9 +41,9 @@ SESSION = [
 
 
 def test_stdout_carries_only_lsp_frames_even_at_debug_level() -> None:
-    init = {**INIT, "params": {**INIT["params"], "initializationOptions": {"waferline": {"testCompletion": "x"}}}}
-    stdin = b"".join(frame(m) for m in [init, *SESSION[1:]])
-    done = subprocess.run([*SERVE, "-vv"], input=stdin, capture_output=True, timeout=60)
+    stdin = b"".join(frame(m) for m in SESSION)
+    # The engine's test double (no model to load), started through `waferline serve`'s own code.
+    done = subprocess.run([*serve_command("x"), "-vv"], input=stdin, capture_output=True, timeout=60)
     frames = read_frames(done.stdout)
     assert [f.get("id") for f in frames if "id" in f] == [1, 2]
     assert frames[0]["result"]["capabilities"]["inlineCompletionProvider"] is not None

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from waferline.engine.generate import decode_one_token, generate, prefill, sample
+from waferline.engine.hf import from_hf, init_random
 from waferline.engine.kvcache import Session
-from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.engine.tokenizer import Tokenizer, byte_fallback_tokenizer
 from waferline.hardware import open_device
 
@@ -32,7 +33,9 @@ ARGS = ModelArgs(
 def model() -> Transformer:
     m = Transformer(ARGS, open_device("cpu", dtype=torch.float32))
     # weights at std 0.1 (not 0.02) so that greedy choices are not near-ties
-    m.load((k, v if k.endswith("norm.weight") else v * 5) for k, v in init_random(ARGS, seed=0).items())
+    m.load(
+        from_hf(ARGS, ((k, v if k.endswith("norm.weight") else v * 5) for k, v in init_random(ARGS, seed=0).items()))
+    )
     return m
 
 

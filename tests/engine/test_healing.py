@@ -8,8 +8,9 @@ from tokenizers import SentencePieceBPETokenizer
 
 from waferline.engine.generate import _TextTracker, generate
 from waferline.engine.healing import TokenHealer
+from waferline.engine.hf import from_hf, init_random
 from waferline.engine.kvcache import Session
-from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.engine.tokenizer import Tokenizer
 from waferline.hardware import open_device
 
@@ -71,7 +72,7 @@ def test_generate_with_healing_constrains_the_first_token_and_hides_the_healed_t
     args = ModelArgs(vocab_size=tk.vocab_size, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=96,
                      max_seq_len=128)  # fmt: skip
     model = Transformer(args, open_device("cpu"))
-    model.load(init_random(args, seed=5).items())
+    model.load(from_hf(args, init_random(args, seed=5).items()))
     ids = tk.encode("def add(a, b):\n    ret")
     healing = healer.heal(ids)
     assert healing is not None

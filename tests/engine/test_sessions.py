@@ -7,8 +7,9 @@ import torch
 from torch import Tensor
 
 from waferline.engine.generate import generate
+from waferline.engine.hf import from_hf, init_random
 from waferline.engine.kvcache import Session, SessionClosedError, SessionPool, common_prefix, session_bytes
-from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.hardware import open_device
 
 ARGS = ModelArgs(
@@ -20,7 +21,7 @@ ARGS = ModelArgs(
 @pytest.fixture(scope="module")
 def model() -> Transformer:
     m = Transformer(ARGS, open_device("cpu", dtype=torch.float32))
-    m.load(init_random(ARGS, seed=0).items())
+    m.load(from_hf(ARGS, init_random(ARGS, seed=0).items()))
     return m
 
 

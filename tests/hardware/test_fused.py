@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.engine.hf import from_hf, init_random
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.hardware.torch_backend import TorchDevice, fused
 
 SHAPES = {
@@ -43,7 +44,7 @@ def build(shape: str, *, dtype: torch.dtype, weights: str, fuse: bool, monkeypat
     monkeypatch.setenv("WAFERLINE_FUSED", "1" if fuse else "0")
     args = ModelArgs(**SHAPES[shape])
     model = Transformer(args, TorchDevice(dtype=dtype, weights=weights))
-    model.load(init_random(args, seed=3).items())
+    model.load(from_hf(args, init_random(args, seed=3).items()))
     assert (model.fused is not None) == fuse
     return model
 
@@ -124,12 +125,12 @@ def test_env_switch_and_large_models_keep_the_per_op_path(monkeypatch: Any) -> N
     monkeypatch.setenv("WAFERLINE_FUSED", "0")
     args = ModelArgs(**SHAPES["odd-widths-head-dim"])
     model = Transformer(args, TorchDevice())
-    model.load(init_random(args).items())
+    model.load(from_hf(args, init_random(args).items()))
     assert model.fused is None
     monkeypatch.setenv("WAFERLINE_FUSED", "1")
     monkeypatch.setattr("waferline.hardware.torch_backend.device.FUSE_MAX_WEIGHT_BYTES", 1000)
     model = Transformer(args, TorchDevice())
-    model.load(init_random(args).items())
+    model.load(from_hf(args, init_random(args).items()))
     assert model.fused is None
 
 
@@ -141,7 +142,7 @@ def test_compile_failure_falls_back_with_one_warning(monkeypatch: Any, tmp_path:
     args = ModelArgs(**SHAPES["odd-widths-head-dim"])
     for _ in range(2):
         model = Transformer(args, TorchDevice())
-        model.load(init_random(args).items())
+        model.load(from_hf(args, init_random(args).items()))
         assert model.fused is None
         kv = model.open_cache(8)
         assert model.forward(torch.tensor([1, 2]), kv, 0).shape == (1, 70)

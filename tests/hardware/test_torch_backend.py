@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from waferline.engine.model import ModelArgs, Transformer, init_random, rope_tables
+from waferline.engine.hf import from_hf, init_random
+from waferline.engine.model import ModelArgs, Transformer, rope_tables
 from waferline.hardware import KVRef, open_device
 from waferline.hardware.torch_backend import TorchDevice
 from waferline.hardware.torch_backend.kernels import quantize_int8
@@ -189,9 +190,9 @@ def test_int8_logits_track_float32_along_its_greedy_sequence() -> None:
     args, state = _confident_tiny()
     prompt = torch.randint(0, args.vocab_size, (12,), generator=torch.Generator().manual_seed(0))
     reference = Transformer(args, open_device("cpu", dtype=torch.float32))
-    reference.load(state.items())
+    reference.load(from_hf(args, state.items()))
     int8 = Transformer(args, open_device("cpu", dtype=torch.bfloat16, weights="int8"))
-    int8.load(state.items())
+    int8.load(from_hf(args, state.items()))
     seq = torch.cat((prompt, torch.tensor(_greedy(reference, prompt, 48))))
     with torch.inference_mode():
         lf = reference.forward(seq, reference.open_cache(), 0, last_only=False)  # (T, vocab)
@@ -222,7 +223,7 @@ def test_int8_tracks_float32_on_the_trained_model() -> None:
     loaded = load_model(DEFAULT_MODEL_DIR, dtype="float32")
     reference = loaded.model
     int8 = Transformer(loaded.args, open_device("cpu", dtype=torch.bfloat16, weights="int8"))
-    int8.load(stream_tensors(weight_shards(DEFAULT_MODEL_DIR)))
+    int8.load(from_hf(loaded.args, stream_tensors(weight_shards(DEFAULT_MODEL_DIR))))
     identical = 0
     for text in CODE_PROMPTS:
         prompt = torch.tensor(loaded.tokenizer.encode(text))

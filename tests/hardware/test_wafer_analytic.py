@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from waferline.engine.model import ModelArgs, Transformer, hf_weight_names, hf_weight_shape, init_random
+from waferline.engine.hf import from_hf, init_random, iter_meta
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.hardware import Device, open_device
 from waferline.hardware.wafer import WaferDevice, WaferOutOfMemory
 
@@ -20,13 +21,13 @@ def one_thread():
 
 
 def meta_weights(args: ModelArgs):
-    return ((n, torch.empty(hf_weight_shape(args, n), device="meta")) for n in hf_weight_names(args))
+    return iter_meta(args)
 
 
 def run(device: WaferDevice, args: ModelArgs, weights, prompt: int, steps: int) -> list[dict[str, float]]:
     """Counters of a prefill and of each decode step after it."""
     model = Transformer(args, device)
-    model.load(weights)
+    model.load(from_hf(args, weights))
     kv = model.open_cache(prompt + steps)
     out = []
     device.reset_counters()
@@ -67,7 +68,7 @@ def project(preset: str, spec: str, dtype: torch.dtype, context: int) -> WaferDe
     args = ModelArgs.from_name(preset)
     device = WaferDevice(spec=spec, dtype=dtype, analytic=True)
     model = Transformer(args, device)
-    model.load(meta_weights(args))
+    model.load(from_hf(args, meta_weights(args)))
     kv = model.open_cache(context + 1)
     model.forward(torch.zeros(context, dtype=torch.long), kv, 0)
     device.reset_counters()
@@ -101,12 +102,12 @@ def test_a_70b_model_does_not_fit_one_wse3_unless_it_spills():
     )
     device = WaferDevice(spec="wse-3", dtype=torch.float16, analytic=True)
     model = Transformer(args, device)
-    model.load(meta_weights(args))
+    model.load(from_hf(args, meta_weights(args)))
     with pytest.raises(WaferOutOfMemory, match="tiles"):
         model.open_cache(1024)
     spilled = WaferDevice(spec="wse-3", dtype=torch.float16, analytic=True, spill=True)
     model = Transformer(args, spilled)
-    model.load(meta_weights(args))
+    model.load(from_hf(args, meta_weights(args)))
     kv = model.open_cache(1024)
     model.forward(torch.zeros(1, dtype=torch.long), kv, 0)
     report = spilled.report()

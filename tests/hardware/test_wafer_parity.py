@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.engine.hf import from_hf, init_random
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.hardware import open_device
 from waferline.hardware.wafer import WaferDevice
 
@@ -46,7 +47,7 @@ def runs() -> dict[str, tuple[list[int], list[torch.Tensor]]]:
     out = {}
     for name, device in [("torch", open_device("cpu")), ("wafer", open_device("wafer", spec="mini-32x32"))]:
         model = Transformer(args, device)
-        model.load(state.items())
+        model.load(from_hf(args, state.items()))
         out[name] = greedy(model, 64)
     return out
 
@@ -69,7 +70,7 @@ def test_prefill_then_decode_matches_on_odd_grids(spec):
     outs = []
     for device in (open_device("cpu"), WaferDevice(spec=spec)):
         model = Transformer(args, device)
-        model.load(state.items())
+        model.load(from_hf(args, state.items()))
         kv = model.open_cache(40)
         first = model.forward(torch.arange(20) % 300, kv, 0, last_only=False)  # (20, vocab)
         steps = [model.forward(torch.tensor([i]), kv, kv.length) for i in (3, 250, 17)]
@@ -81,7 +82,7 @@ def test_truncated_cache_equals_a_fresh_prefill():
     args, state = tiny_state(seed=2)
     device = WaferDevice(spec="mini-32x32")
     model = Transformer(args, device)
-    model.load(state.items())
+    model.load(from_hf(args, state.items()))
     kv = model.open_cache(64)
     model.forward(torch.arange(30), kv, 0)
     device.kv_truncate(kv, 12)  # keep the first 12 positions, overwrite the rest

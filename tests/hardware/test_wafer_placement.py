@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waferline.engine.model import ModelArgs, Transformer, hf_weight_names, hf_weight_shape
+from waferline.engine.hf import from_hf, iter_meta
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.hardware.wafer import WaferDevice, WaferOutOfMemory
 from waferline.hardware.wafer.placement import MatrixLayout, VectorLayout, kv_layout
 from waferline.hardware.wafer.spec import mini
@@ -87,7 +88,7 @@ def test_a_model_that_cannot_fit_names_the_tiles_it_needed(dim, layers, side):
     args = ModelArgs(vocab_size=4096, dim=dim, n_layers=layers, n_heads=2, n_kv_heads=1, intermediate_size=4 * dim)
     device = WaferDevice(spec=mini(side, side), analytic=True)
     model = Transformer(args, device)
-    model.load((n, torch.empty(hf_weight_shape(args, n), device="meta")) for n in hf_weight_names(args))
+    model.load(from_hf(args, iter_meta(args)))
     needed = 2 * 4096 * dim * 4  # at least the embedding and the head, in float32
     assert needed > side * side * 48 * 1024, "the strategy makes models that cannot fit"
     with pytest.raises(WaferOutOfMemory, match=r"at least [\d,]+ tiles") as err:
@@ -101,7 +102,7 @@ def test_spilling_instead_of_failing_counts_off_wafer_bytes():
     args = ModelArgs(vocab_size=4096, dim=64, n_layers=1, n_heads=2, n_kv_heads=1, intermediate_size=128)
     device = WaferDevice(spec=mini(4, 4), analytic=True, spill=True)
     model = Transformer(args, device)
-    model.load((n, torch.empty(hf_weight_shape(args, n), device="meta")) for n in hf_weight_names(args))
+    model.load(from_hf(args, iter_meta(args)))
     kv = model.open_cache(8)
     model.forward(torch.zeros(1, dtype=torch.long), kv, 0)
     counts = device.counters()

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from waferline.engine.checkpoint import save_checkpoint
-from waferline.engine.model import ModelArgs, init_random
+from waferline.engine.hf import init_random
+from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import WAFERLINE_SPECIAL_TOKENS, byte_fallback_tokenizer
 
 # The shape of Qwen2.5's ChatML template.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from waferline.engine.scheduler import Completion
+from waferline.engine.api import Completion
 from waferline.server.confidence import PRIOR, Calibration, features, load_calibration
 from waferline.server.inline import SuggestionCache, suggest
 from waferline.server.options import Options

@@ -6,15 +6,16 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from fixed_engine import FixedEngine
 from hypothesis import given
 from hypothesis import strategies as st
 
-from waferline.engine.scheduler import Completion, EditRequest
+from waferline.engine.api import Completion, EditRequest
 from waferline.server.inline import SuggestionCache, advance, skip_reason
 from waferline.server.options import Options, options_table, parse_options
 from waferline.server.stats import Stats, percentile
 from waferline.server.text import TextDocument
-from waferline.server.worker import FixedCompleter, Worker
+from waferline.server.worker import Worker
 
 # -- options ---------------------------------------------------------------------------------------------------------
 
@@ -58,7 +59,7 @@ def test_model_may_be_null_or_a_string() -> None:
 
 def test_options_table_lists_every_option_in_camel_case() -> None:
     names = [row[0] for row in options_table()]
-    assert "maxTokens" in names and "testCompletion" in names and len(names) == len(set(names))
+    assert "maxTokens" in names and "kvCacheMb" in names and len(names) == len(set(names))
 
 
 # -- the suggestion cache --------------------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ def test_worker_completes_off_the_loop_and_counts() -> None:
         stats = Stats()
         worker = Worker(stats)
         try:
-            assert "test double" in await worker.load(lambda: FixedCompleter("abc"))
+            assert "test double" in await worker.load(lambda: FixedEngine("abc"))
             req = EditRequest(session_id="d", prefix="x = ", suffix="\n", max_new_tokens=2)
             done = await worker.complete(req)
             assert done is not None and done.text == "ab" and done.stop_reason == "max_tokens"
@@ -152,7 +153,7 @@ def test_worker_answers_superseded_with_none() -> None:
     async def main() -> None:
         worker = Worker(Stats())
         try:
-            await worker.load(lambda: FixedCompleter("abcdefghij", token_delay_s=0.05))
+            await worker.load(lambda: FixedEngine("abcdefghij", token_delay_s=0.05))
             first = asyncio.ensure_future(worker.complete(EditRequest(session_id="d", prefix="", suffix="")))
             await asyncio.sleep(0.1)
             second = await worker.complete(EditRequest(session_id="d", prefix="a", suffix=""))
@@ -192,7 +193,7 @@ def test_recent_edits_of_other_documents_newest_first_within_budget() -> None:
 
 
 def test_worker_answers_an_engine_refusal_with_an_empty_completion() -> None:
-    class Refusing(FixedCompleter):
+    class Refusing(FixedEngine):
         def complete(self, request: EditRequest, should_cancel: Callable[[], bool]) -> Completion:
             raise ValueError("prompt too long")
 

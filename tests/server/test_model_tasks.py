@@ -1,4 +1,5 @@
-"""Chat prompts for instruction-following models (model_tasks.py) and the grounding of generated answers (ask.py)."""
+"""Chat prompts for instruction-following models (engine/chat.py, through the worker as model_tasks.py asks) and the
+grounding of generated answers (ask.py)."""
 
 from __future__ import annotations
 
@@ -7,22 +8,16 @@ from pathlib import Path
 
 import pytest
 from chat_model import CHATML, save_chat_model
+from fixed_engine import FixedEngine
 
+from waferline.engine.chat import ChatTemplate, TemplateError, chat_prompt_ids, read_chat_template, render_chat
 from waferline.engine.checkpoint import load_model
-from waferline.engine.scheduler import ModelCompleter
+from waferline.engine.local import LocalEngine
 from waferline.server.ask import ground_answer
 from waferline.server.index.ask import Evidence
-from waferline.server.model_tasks import (
-    ChatTemplate,
-    TemplateError,
-    chat,
-    chat_prompt_ids,
-    chat_template_of,
-    read_chat_template,
-    render_chat,
-)
+from waferline.server.model_tasks import chat
 from waferline.server.stats import Stats
-from waferline.server.worker import FixedCompleter, Worker
+from waferline.server.worker import Worker
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +76,13 @@ def test_prompt_is_shortened_to_fit(chat_dir: Path) -> None:
 def test_chat_runs_on_the_worker(chat_dir: Path) -> None:
     async def main() -> None:
         worker = Worker(Stats())
-        await worker.load(lambda: ModelCompleter.load(str(chat_dir)))
-        assert chat_template_of(worker) is not None
+        await worker.load(lambda: LocalEngine.load(str(chat_dir)))
+        assert worker.can_chat()
         messages = [{"role": "user", "content": "What does apply_tax do?"}]
         done = await chat(worker, "waferline/ask", messages, max_new_tokens=6, time_budget_s=30.0)
         assert done is not None and 0 < done.new_tokens <= 6 and done.prompt_tokens > 5
-        await worker.load(lambda: FixedCompleter("x"))
-        assert chat_template_of(worker) is None, "the test double is a completion-only model"
+        await worker.load(lambda: FixedEngine("x"))
+        assert not worker.can_chat(), "the test double is a completion-only model"
         with pytest.raises(ValueError, match="no chat template"):
             await chat(worker, "waferline/ask", messages, max_new_tokens=4, time_budget_s=1.0)
         worker.close()

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from waferline.engine.checkpoint import save_checkpoint
-from waferline.engine.model import ModelArgs, init_random
+from waferline.engine.hf import init_random
+from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import Tokenizer
 from waferline.training.baselines import NGramModel, copy_similar_line
 from waferline.training.cases import edit_similarity

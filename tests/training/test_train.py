@@ -5,7 +5,8 @@ from pathlib import Path
 import torch
 
 from waferline.engine.checkpoint import load_model
-from waferline.engine.model import ModelArgs, Transformer, init_random
+from waferline.engine.hf import from_hf, init_random
+from waferline.engine.model import ModelArgs, Transformer
 from waferline.hardware import open_device
 from waferline.training.model import TrainableLM
 from waferline.training.train import TrainConfig, lr_at, train
@@ -21,7 +22,7 @@ def test_trainable_model_computes_the_engines_logits() -> None:
         args = ModelArgs(**{**SMALL, "tie_embeddings": tie})
         state = init_random(args, seed=1)
         engine = Transformer(args, open_device("cpu"))
-        engine.load(state.items())
+        engine.load(from_hf(args, state.items()))
         model = TrainableLM(args)
         missing = model.load_state_dict(state, strict=True)
         assert not missing.missing_keys

@@ -1,4 +1,4 @@
-"""The scheduler answers every job once: with its result, or None when superseded or cancelled."""
+"""The engine's job queue answers every job once: with its result, or None when superseded or cancelled."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from waferline.engine.scheduler import Scheduler
+from waferline.engine.jobs import Scheduler
 
 
 def blocking_work(started: threading.Event, release: threading.Event, result: str) -> Callable[..., str]:
@@ -126,26 +126,3 @@ def test_close_answers_queued_jobs() -> None:
     after = s.submit("c", lambda _c: "c")
     with pytest.raises(RuntimeError, match="closed"):
         after.future.result(timeout=5)
-
-
-def test_model_completer_heals_a_prefix_cut_inside_a_word() -> None:
-    """The shipped model prompts suffix-prefix-middle, so a cut word is healed: the prompt goes in one token shorter
-    (generate() with healing is tested in test_healing.py); an empty prefix has nothing to heal."""
-    from waferline.engine.scheduler import EditRequest, ModelCompleter
-
-    completer = ModelCompleter.load(None, dtype="float32")
-    assert completer.healer is not None
-    tk = completer.loaded.tokenizer
-    request = EditRequest(session_id="doc", prefix="import os\nbase = os.path.basen", suffix="\n", max_new_tokens=4,
-                          time_budget_s=None)  # fmt: skip
-    ids = completer.prompt_ids(request, 512)
-    healing = completer.healer.heal(ids)
-    assert healing is not None and tk.decode(ids).endswith(healing.text)
-    done = completer.complete(request, lambda: False)
-    assert done.prompt_tokens == len(ids) - 1
-    plain = completer.complete(
-        EditRequest(session_id="doc2", prefix="", suffix="x = 1\n", max_new_tokens=2), lambda: False
-    )
-    assert plain.prompt_tokens == len(
-        completer.prompt_ids(EditRequest(session_id="d", prefix="", suffix="x = 1\n"), 512)
-    )

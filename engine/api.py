@@ -1,0 +1,100 @@
+"""The engine interface: everything the server asks of an engine, and nothing else.
+
+The server (server/worker.py) speaks to an engine only through `Engine`: complete an edit request, chat with
+messages, say how much prompt text fits, describe itself, forget a session. The requests carry text, never tokens,
+so an engine may be the local model (engine/local.py) or, later, a remote server (llama-server, an OpenAI-compatible
+server, Ollama) behind HTTP. The server runs every call of `complete`, `chat`, `drop_session` and `describe` on the
+one engine thread (engine/jobs.py), so an engine needs no locks; `context_chars` is also read from the event loop
+and must answer from what the engine knew when it was built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# Called by the engine between tokens: True once the request is superseded, cancelled or preempted; the engine then
+# returns what it has, with stop reason "cancelled".
+ShouldCancel = Callable[[], bool]
+
+
+@dataclass(kw_only=True)
+class EditRequest:
+    """What the engine needs to complete at a cursor: prompt parts, stop rules and a budget; no LSP, no tokens."""
+
+    session_id: str  # one KV session per document, so a keystroke reuses that document's cache
+    prefix: str  # text before the cursor the model sees (stable context first, see inline.py)
+    suffix: str  # text after the cursor the model sees
+    max_new_tokens: int = 32
+    temperature: float = 0.0
+    time_budget_s: float | None = 0.3
+    stop_strings: tuple[str, ...] = ()
+    # The syntax stop rule: called with the completion so far, True ends generation (end of statement or block).
+    should_stop: Callable[[str], bool] | None = None
+
+
+@dataclass(kw_only=True)
+class ChatRequest:
+    """An assistant reply to write after `messages` ({"role": "system" | "user" | "assistant", "content": text})."""
+
+    session_id: str  # its own KV session: the messages of the next request of this kind share their start
+    messages: list[dict[str, str]]
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    time_budget_s: float | None = None
+
+
+@dataclass
+class Completion:
+    text: str
+    stop_reason: str  # generate.STOP_REASONS: stop_token, stop_string, stop_rule, max_tokens, time_budget, cancelled...
+    prompt_tokens: int = 0
+    reused_tokens: int = 0  # prompt tokens served from the session's KV cache
+    prefilled_tokens: int = 0  # prompt tokens computed for this request
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    queue_s: float = 0.0  # time spent waiting for the engine thread
+    timings: dict[str, float] = field(default_factory=dict)
+    # The model's own confidence, which the server calibrates (server/confidence.py): the natural-log probability of
+    # each generated token, and of the stop token that ended the text when one did. An engine that cannot tell
+    # leaves them empty and None (the server then judges the text by its other features).
+    token_logprobs: list[float] = field(default_factory=list)
+    stop_logprob: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        """False when generation was cut short by cancellation: the text may end mid-thought."""
+        return self.stop_reason != "cancelled"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    description: str  # one line for the editor's log and `waferline/stats`: model, weights, where it runs
+    can_chat: bool  # follows instructions (the model has a chat template): ask and rewrite need it
+
+
+class ChatUnsupported(ValueError):
+    """The engine cannot follow instructions: a completion-only model has no chat template."""
+
+
+class Engine(Protocol):
+    def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        """Fill in between the request's prefix and suffix. ValueError when the engine refuses the request."""
+        ...
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        """The assistant's reply to the messages. ChatUnsupported for a completion-only model; ValueError when
+        the messages do not fit."""
+        ...
+
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        """How many characters of prompt text fit the model's context with `max_new_tokens` to spare (None: any)."""
+        ...
+
+    def describe(self) -> EngineInfo: ...
+
+    def drop_session(self, session_id: str) -> None:
+        """Free what the engine keeps for a session (its KV cache); a session it does not know is no error."""
+        ...

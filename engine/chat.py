@@ -1,0 +1,117 @@
+"""Chat prompts for instruction-following models: the chat template of a model directory, rendered to token ids.
+
+A model can follow instructions when its checkpoint carries a chat template (`chat_template` in
+tokenizer_config.json, or a chat_template.jinja file). The template is rendered with a sandboxed Jinja environment;
+the messages' text is encoded as plain text (a control-token string in the repository's code stays text), only the
+template's own markup may become control tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from waferline.engine.tokenizer import Tokenizer
+
+PROMPT_SHRINK_TRIES = 6
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    source: str  # the Jinja template
+    bos_token: str
+    eos_token: str
+
+
+def _token_text(value: Any) -> str:
+    return str(value.get("content", "")) if isinstance(value, dict) else str(value or "")
+
+
+@functools.lru_cache(maxsize=8)
+def read_chat_template(model_dir: Path) -> ChatTemplate | None:
+    """The chat template of a Hugging Face model directory, or None for a completion-only model."""
+    try:
+        config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    source: Any = config.get("chat_template") if isinstance(config, dict) else None
+    if isinstance(source, list):  # [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
+        named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
+        source = named.get("default") or next(iter(named.values()), None)
+    jinja = model_dir / "chat_template.jinja"
+    if not source and jinja.is_file():
+        source = jinja.read_text(encoding="utf-8")
+    if not isinstance(source, str) or not source.strip():
+        return None
+    return ChatTemplate(source, _token_text(config.get("bos_token")), _token_text(config.get("eos_token")))
+
+
+class TemplateError(ValueError):
+    """The chat template could not be rendered for these messages."""
+
+
+def render_chat(template: ChatTemplate, messages: list[dict[str, str]]) -> list[tuple[str, bool]]:
+    """The prompt as (text, is_markup) pieces: the template's markup, and each message's content as plain text.
+
+    Contents are rendered as private-use sentinels and put back afterwards, so that the tokenizer can parse control
+    tokens in the markup without parsing any in the contents.
+    """
+    from jinja2 import TemplateError as JinjaError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
+    env.filters["tojson"] = lambda v, indent=None: json.dumps(v, ensure_ascii=False, indent=indent)
+    marks = [f"\ue000{i}\ue001" for i in range(len(messages))]
+    stand_ins = [{"role": m["role"], "content": mark} for m, mark in zip(messages, marks, strict=True)]
+    try:
+        text = env.from_string(template.source).render(
+            messages=stand_ins, add_generation_prompt=True, bos_token=template.bos_token,
+            eos_token=template.eos_token,
+        )  # fmt: skip
+    except JinjaError as e:
+        raise TemplateError(f"the model's chat template failed: {e}") from None
+    pieces: list[tuple[str, bool]] = []
+    for mark, message in zip(marks, messages, strict=True):
+        head, found, text = text.partition(mark)
+        if not found:
+            raise TemplateError(f"the model's chat template dropped the {message['role']} message")
+        pieces += [(head, True), (message["content"], False)]
+    pieces.append((text, True))
+    return pieces
+
+
+def _fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """For templates without a system role: the system text goes at the start of the first user message."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest:
+        rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
+    return rest
+
+
+def chat_prompt_ids(
+    tokenizer: Tokenizer, template: ChatTemplate, messages: list[dict[str, str]], room: int
+) -> list[int]:
+    """Token ids of the chat prompt within `room` tokens: the last message is shortened from its end if needed."""
+    messages = [dict(m) for m in messages]
+    for _ in range(PROMPT_SHRINK_TRIES):
+        try:
+            pieces = render_chat(template, messages)
+        except TemplateError:
+            pieces = render_chat(template, _fold_system(messages))
+        ids = [i for text, markup in pieces if text for i in tokenizer.encode(text, parse_special=markup)]
+        if len(ids) <= room:
+            return ids
+        content = messages[-1]["content"]
+        keep = max(int(len(content) * room / len(ids)) - 64, 0)
+        messages[-1]["content"] = content[:keep] + "\n[...]"
+    raise ValueError(f"the question and its evidence do not fit the model's context of {room} tokens")

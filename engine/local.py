@@ -1,0 +1,153 @@
+"""The local engine: the `Engine` interface (engine/api.py) on a model loaded into this process.
+
+An EditRequest becomes a fill-in-the-middle prompt (suffix-prefix-middle for models trained on it, so a keystroke
+only appends tokens), generated in the document's KV session, which keeps every shared prefix; a ChatRequest becomes
+the model's chat template rendered to tokens (engine/chat.py), generated in a session of its own.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
+from waferline.engine.chat import chat_prompt_ids, read_chat_template
+from waferline.engine.checkpoint import LoadedModel
+from waferline.engine.generate import GenerationResult, generate
+from waferline.engine.healing import TokenHealer
+from waferline.engine.kvcache import SessionPool
+
+FIM_OVERHEAD_TOKENS = 8  # control tokens of a FIM prompt, and a margin
+CONTEXT_SAFETY = 0.85  # code denser than the sample (long identifiers, Unicode) takes more tokens per character
+# Python code (docstrings, comments, code) whose characters per token size the prompt window: fixed data, so that
+# the window does not move when a source file of waferline changes.
+CODE_SAMPLE = "code_sample.txt"
+
+
+def chars_per_token(loaded: LoadedModel) -> float:
+    """The tokenizer's characters per token on the shipped code sample."""
+    sample = resources.files("waferline.engine").joinpath(CODE_SAMPLE).read_text(encoding="utf-8")
+    return len(sample) / max(len(loaded.tokenizer.encode(sample)), 1)
+
+
+class LocalEngine:
+    """The model in this process, with one KV session per document under a memory cap. See the module docstring."""
+
+    def __init__(self, loaded: LoadedModel, *, kv_cache_bytes: int = 256 << 20, max_tokens_per_session: int = 4096):
+        if loaded.fim is None:
+            raise ValueError(
+                f"model {loaded.name} has no fill-in-the-middle tokens; waferline needs a FIM-trained model"
+            )
+        self.loaded = loaded
+        self.fim = loaded.fim
+        self.chars_per_token = chars_per_token(loaded)
+        self.pool = SessionPool(
+            loaded.model, max_bytes=kv_cache_bytes, max_tokens_per_session=max_tokens_per_session
+        )  # sessions' caches together stay under kv_cache_bytes: least recently used documents are evicted
+        # Token healing when the prompt ends at the cursor (suffix-prefix-middle): a cursor inside a word or after
+        # indentation no longer makes the model start a new token there (waferline.engine.healing).
+        self.healer = TokenHealer(loaded.tokenizer) if self.fim.default_order == "spm" else None
+        self.chat_template = read_chat_template(Path(loaded.path)) if loaded.path is not None else None
+
+    @classmethod
+    def load(
+        cls, model: str | None, *, backend: str = "cpu", weights: str = "auto", kv_cache_mb: int = 256, threads: int = 0
+    ) -> LocalEngine:
+        """Load the model (engine/loader.py: `weights` "auto" is the backend's default format) and warm it up.
+        `threads` 0 lets the engine choose (one thread for a small model: on a small machine a second thread mostly
+        waits at barriers for a core busy with the event loop)."""
+        from waferline.engine.loader import load, set_threads
+
+        loaded = load(model, backend=backend, weights=weights)
+        set_threads(threads or None, loaded.args.n_params)
+        engine = cls(loaded, kv_cache_bytes=kv_cache_mb << 20)
+        engine.warm_up()
+        return engine
+
+    def warm_up(self) -> None:
+        """One short generation, so the first keystroke does not pay for first-call allocations and dispatch."""
+        request = EditRequest(session_id="__warm_up__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4)
+        self.complete(request, lambda: False)
+        self.pool.drop("__warm_up__")
+
+    def context_chars(self, max_new_tokens: int) -> int:
+        """Characters of prompt text that fit the context, so the server's plan sizes its window to the model and
+        the prompt never has to be cut here (a cut that moved with every keystroke would defeat the KV cache)."""
+        room = self.pool.max_tokens_per_session - max_new_tokens - FIM_OVERHEAD_TOKENS
+        return max(int(room * self.chars_per_token * CONTEXT_SAFETY), 256)
+
+    def describe(self) -> EngineInfo:
+        lm = self.loaded
+        weights = "random weights" if lm.path is None else str(lm.path)
+        placed = lm.model.device.placement()
+        return EngineInfo(
+            description=f"{lm.name} ({lm.args.n_params / 1e6:.1f}M params, {weights}) on {lm.backend} "
+            f"{placed.weights}, FIM {self.fim.family}",
+            can_chat=self.chat_template is not None,
+        )
+
+    def prompt_ids(self, request: EditRequest, room: int) -> list[int]:
+        """The FIM prompt, shortened from its far ends (start of the prefix, end of the suffix) to fit `room`."""
+        prefix, suffix = request.prefix, request.suffix
+        for _ in range(8):
+            ids: list[int] = self.fim.build(prefix, suffix)
+            if len(ids) <= room:
+                return ids
+            keep = max(len(ids) - room, 1) / len(ids)  # roughly the share of characters to drop
+            cut_p, cut_s = int(len(prefix) * keep) + 1, int(len(suffix) * keep) + 1
+            prefix, suffix = prefix[cut_p:], suffix[: max(len(suffix) - cut_s, 0)]
+        raise ValueError(f"could not fit the prompt into {room} tokens")
+
+    def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        lm = self.loaded
+        session = self.pool.get(request.session_id)
+        ids = self.prompt_ids(request, session.max_tokens - request.max_new_tokens)
+        healing = self.healer.heal(ids) if self.healer is not None and request.prefix else None
+        result = generate(
+            session,
+            healing.prompt if healing is not None else ids,
+            healing=healing,
+            max_new_tokens=request.max_new_tokens + (healing is not None),  # the first token re-makes the healed one
+            temperature=request.temperature,
+            stop_token_ids=tuple(self.fim.stop_ids) + tuple(lm.special.stop_ids),
+            stop_strings=request.stop_strings,
+            stop_rule=request.should_stop,
+            tokenizer=lm.tokenizer,
+            time_budget_s=request.time_budget_s,
+            should_cancel=should_cancel,
+        )
+        return _completion(result)
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        if self.chat_template is None:
+            raise ChatUnsupported("the model has no chat template")
+        lm = self.loaded
+        session = self.pool.get(request.session_id)
+        room = session.max_tokens - request.max_new_tokens
+        ids = chat_prompt_ids(lm.tokenizer, self.chat_template, request.messages, room)
+        stops = (*lm.special.stop_ids, *sorted(lm.tokenizer.control_ids))  # any control token ends a reply
+        result = generate(
+            session, ids, max_new_tokens=request.max_new_tokens, temperature=request.temperature,
+            stop_token_ids=stops, tokenizer=lm.tokenizer, time_budget_s=request.time_budget_s,
+            should_cancel=should_cancel,
+        )  # fmt: skip
+        return _completion(result)
+
+    def drop_session(self, session_id: str) -> None:
+        self.pool.drop(session_id)
+
+
+def _completion(result: GenerationResult) -> Completion:
+    return Completion(
+        text=result.text,
+        stop_reason=result.stop_reason,
+        prompt_tokens=result.prompt_tokens,
+        reused_tokens=result.reused_tokens,
+        prefilled_tokens=result.prefilled_tokens,
+        new_tokens=result.new_tokens,
+        prefill_s=result.prefill_s,
+        decode_s=result.decode_s,
+        timings=dict(result.timings),
+        token_logprobs=list(result.token_logprobs),
+        stop_logprob=result.stop_logprob,
+    )

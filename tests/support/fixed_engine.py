@@ -1,0 +1,69 @@
+"""TEST DOUBLE of the engine (the `Engine` interface of waferline/engine/api.py): a fixed text, one character per token.
+
+Protocol tests use it so that what they assert does not depend on what a random model generates. It behaves like a
+model in what the protocol can observe: it runs on the engine thread, honours the syntax stop rule, checks for
+cancellation between tokens (sleeping `token_delay_s` per token so tests can supersede it), and counts prompt
+characters as tokens with longest-common-prefix reuse per session, as a KV cache would. It is a completion-only
+model: `chat` raises ChatUnsupported.
+"""
+
+from __future__ import annotations
+
+import time
+
+from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
+
+
+class FixedEngine:
+    def __init__(self, text: str, token_delay_s: float = 0.0) -> None:
+        self.text = text
+        self.token_delay_s = token_delay_s
+        self._prompts: dict[str, str] = {}
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(description=f"test double (fixed completion {self.text!r})", can_chat=False)
+
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        return None  # no context limit: the plan's default window
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        raise ChatUnsupported("the test double has no chat template")
+
+    def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        t0 = time.perf_counter()
+        prompt = request.suffix + "\x00" + request.prefix  # suffix-prefix-middle: typing appends
+        old = self._prompts.get(request.session_id, "")
+        reused = 0
+        for a, b in zip(old, prompt, strict=False):
+            if a != b:
+                break
+            reused += 1
+        self._prompts[request.session_id] = prompt
+        t1 = time.perf_counter()
+        out, reason = "", "stop_token"
+        for ch in self.text[: request.max_new_tokens]:
+            if should_cancel():
+                reason = "cancelled"
+                break
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            out += ch
+            if request.should_stop is not None and request.should_stop(out):
+                reason = "stop_rule"
+                break
+        else:
+            if len(self.text) > request.max_new_tokens:
+                reason = "max_tokens"
+        return Completion(
+            text=out,
+            stop_reason=reason,
+            prompt_tokens=len(prompt),
+            reused_tokens=reused,
+            prefilled_tokens=len(prompt) - reused,
+            new_tokens=len(out),
+            prefill_s=t1 - t0,
+            decode_s=time.perf_counter() - t1,
+        )
+
+    def drop_session(self, session_id: str) -> None:
+        self._prompts.pop(session_id, None)
