@@ -6,8 +6,8 @@ import pytest
 
 from waferline.cli.main import COMMANDS, main
 
-SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval")
-BENCHMARKS = ("bench", "bench-lsp", "bench-index", "bench-hover", "bench-syntax")
+SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval", "calibrate")
+BENCHMARKS = ("bench", "bench-lsp", "bench-index", "bench-hover", "bench-syntax", "eval-editor")
 
 
 def test_help_lists_every_subcommand_and_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
@@ -18,7 +18,9 @@ def test_help_lists_every_subcommand_and_every_benchmark(capsys: pytest.CaptureF
     assert set(COMMANDS) == {*SUBCOMMANDS, *BENCHMARKS}
     for name in COMMANDS:
         assert f"    {name}" in out, name
-    assert all(module.startswith("waferline.benchmarks.") for name, (module, _) in COMMANDS.items() if "bench" in name)
+    assert all(
+        module.startswith("waferline.benchmarks.") for name, (module, _) in COMMANDS.items() if name in BENCHMARKS
+    )
 
 
 def test_a_bad_value_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
