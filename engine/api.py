@@ -32,6 +32,9 @@ class EditRequest:
     stop_strings: tuple[str, ...] = ()
     # The syntax stop rule: called with the completion so far, True ends generation (end of statement or block).
     should_stop: Callable[[str], bool] | None = None
+    # Whole completions the server found in the document (prompt lookup); the engine may answer with one of them
+    # instead of its own text when it finds that one likelier (engine/candidates.py). An engine may ignore them.
+    candidates: tuple[str, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -62,6 +65,7 @@ class Completion:
     # leaves them empty and None (the server then judges the text by its other features).
     token_logprobs: list[float] = field(default_factory=list)
     stop_logprob: float | None = None
+    chosen: str = "model"  # "model": the engine's own text; "candidate": one of the request's candidates
 
     @property
     def complete(self) -> bool:

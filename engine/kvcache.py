@@ -77,6 +77,13 @@ class Session:
         self.tokens.extend(t.tolist())
         return logits
 
+    def truncate(self, length: int) -> None:
+        """Forget every cached token past the first `length` (tokens scored for a look, not kept)."""
+        self._check_open()
+        if length < len(self.tokens):
+            self.model.device.kv_truncate(self.kv, max(length, 0))
+            del self.tokens[max(length, 0) :]
+
     def reset(self) -> None:
         """Forget every cached token (the allocation stays)."""
         self._check_open()

@@ -7,15 +7,18 @@ the model's chat template rendered to tokens (engine/chat.py), generated in a se
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from importlib import resources
 from pathlib import Path
 
 from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
+from waferline.engine.candidates import line_end_ids, score_candidates
 from waferline.engine.chat import chat_prompt_ids, read_chat_template
 from waferline.engine.checkpoint import LoadedModel
 from waferline.engine.generate import GenerationResult, generate
-from waferline.engine.healing import TokenHealer
-from waferline.engine.kvcache import SessionPool
+from waferline.engine.healing import Healing, TokenHealer
+from waferline.engine.kvcache import Session, SessionPool
 
 FIM_OVERHEAD_TOKENS = 8  # control tokens of a FIM prompt, and a margin
 CONTEXT_SAFETY = 0.85  # code denser than the sample (long identifiers, Unicode) takes more tokens per character
@@ -48,6 +51,7 @@ class LocalEngine:
         # indentation no longer makes the model start a new token there (waferline.engine.healing).
         self.healer = TokenHealer(loaded.tokenizer) if self.fim.default_order == "spm" else None
         self.chat_template = read_chat_template(Path(loaded.path)) if loaded.path is not None else None
+        self._candidate_stops: tuple[int, ...] | None = None  # FIM stops and line breaks, computed on first use
 
     @classmethod
     def load(
@@ -116,7 +120,32 @@ class LocalEngine:
             time_budget_s=request.time_budget_s,
             should_cancel=should_cancel,
         )
-        return _completion(result)
+        completion = _completion(result)
+        if request.candidates and result.stop_reason != "cancelled":
+            prompt = healing.prompt if healing is not None else ids
+            return self._prefer_candidate(session, prompt, healing, request, completion)
+        return completion
+
+    def _prefer_candidate(
+        self, session: Session, prompt: list[int], healing: Healing | None, request: EditRequest, own: Completion
+    ) -> Completion:
+        """The likeliest of the model's own text and the request's candidates (engine/candidates.py)."""
+        if self._candidate_stops is None:
+            self._candidate_stops = (*self.fim.stop_ids, *line_end_ids(self.loaded.tokenizer))
+        t0 = time.perf_counter()
+        scored = score_candidates(
+            session, prompt, request.candidates, self.loaded.tokenizer, stop_ids=self._candidate_stops,
+            healing=healing,
+        )  # fmt: skip
+        own.timings["candidates_s"] = time.perf_counter() - t0
+        own_total = sum(own.token_logprobs) + (own.stop_logprob or 0.0)
+        best = max(scored, key=lambda c: c.total, default=None)
+        if best is None or best.total <= own_total or best.text == own.text:
+            return own
+        return dataclasses.replace(
+            own, text=best.text, stop_reason="stop_token", new_tokens=len(best.token_logprobs),
+            token_logprobs=best.token_logprobs, stop_logprob=best.stop_logprob, chosen="candidate",
+        )  # fmt: skip
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         if self.chat_template is None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from waferline.engine.api import EditRequest
 from waferline.server.confidence import features, load_calibration
+from waferline.server.lookup import line_candidates
 from waferline.server.options import Options
 from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
@@ -150,6 +151,7 @@ def edit_request(session_id: str, plan: CompletionPlan, options: Options) -> Edi
         temperature=options.temperature,
         time_budget_s=options.time_budget_ms / 1000.0,
         should_stop=lambda partial: should_stop(partial, plan),
+        candidates=line_candidates(plan.prefix, plan.suffix) if options.prompt_lookup and not plan.multiline else (),
     )
 
 

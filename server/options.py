@@ -142,6 +142,12 @@ class Options:
         minimum=0,
         maximum=1,
     )
+    prompt_lookup: bool = option(
+        True,
+        COMPLETION,
+        "Offer the model completions of the line copied from the rest of the document (the text that followed the "
+        "same characters elsewhere, the most similar line); it shows one when it finds it likelier than its own.",
+    )
     typed_through_cache: bool = option(
         True,
         COMPLETION,

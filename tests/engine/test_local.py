@@ -36,3 +36,48 @@ def test_describe_says_what_was_placed_and_that_it_cannot_chat(engine: LocalEngi
     assert " on cpu float32, FIM waferline" in info.description and not info.can_chat
     with pytest.raises(ChatUnsupported, match="no chat template"):
         engine.chat(ChatRequest(session_id="c", messages=[{"role": "user", "content": "hi"}]), lambda: False)
+
+
+def test_candidates_are_scored_by_teacher_forcing_and_leave_the_prompt_alone(engine: LocalEngine) -> None:
+    """score_candidates' log-probabilities equal a fresh forward pass over prompt + candidate, and the session holds
+    the prompt alone afterwards (typing still only appends)."""
+    import torch
+
+    from waferline.engine.candidates import score_candidates
+
+    tk = engine.loaded.tokenizer
+    request = EditRequest(session_id="cand", prefix="def area(r):\n    return 3.14 * r", suffix="\n")
+    prompt = engine.prompt_ids(request, 512)
+    session = engine.pool.get("cand")
+    session.forward(prompt)
+    (scored,) = score_candidates(session, prompt, [" * r"], tk, stop_ids=engine.fim.stop_ids)
+    assert session.tokens == prompt
+    ids = tk.encode(" * r")
+    fresh = engine.pool.get("fresh")
+    with torch.inference_mode():
+        logits = fresh.forward([*prompt, *ids], last_only=False).float()
+    lp = torch.log_softmax(logits, dim=-1)
+    want = [float(lp[len(prompt) - 1 + j, t]) for j, t in enumerate(ids)]
+    assert scored.token_logprobs == pytest.approx(want, abs=1e-3)
+    stops = torch.tensor(list(engine.fim.stop_ids))
+    assert scored.stop_logprob == pytest.approx(float(torch.logsumexp(lp[-1, stops], 0)), abs=1e-3)
+
+
+def test_the_engine_keeps_its_own_text_unless_a_candidate_is_likelier(engine: LocalEngine) -> None:
+    base = dict(prefix="def area(r):\n    return 3.14 * r", suffix="\n", max_new_tokens=8, time_budget_s=None)
+    own = engine.complete(EditRequest(session_id="a", **base), lambda: False)  # type: ignore[arg-type]
+    nonsense = engine.complete(
+        EditRequest(session_id="b", candidates=(" zq}{ xx ))) ¤¤",), **base),  # type: ignore[arg-type]
+        lambda: False,
+    )
+    assert nonsense.chosen == "model" and nonsense.text == own.text
+    same = engine.complete(EditRequest(session_id="c", candidates=(own.text,), **base), lambda: False)  # type: ignore[arg-type]
+    assert same.chosen == "model" and same.text == own.text
+    # A candidate the model finds likelier than its own greedy line is taken, with its own log-probabilities.
+    probable = [t for t in (" * r", " * r * r", "") if t]
+    chosen = engine.complete(EditRequest(session_id="d", candidates=tuple(probable), **base), lambda: False)  # type: ignore[arg-type]
+    assert chosen.chosen in ("model", "candidate")
+    if chosen.chosen == "candidate":
+        assert chosen.text in probable and len(chosen.token_logprobs) == len(
+            engine.loaded.tokenizer.encode(chosen.text)
+        )

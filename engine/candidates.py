@@ -1,0 +1,79 @@
+"""Text the server offers as a completion (copied from the document: prompt lookup), scored by the model itself.
+
+A model of a few million parameters cannot know a project's names, but the document often holds the right line
+already: the same call three lines up, the other half of a symmetric expression. The server sends such candidates
+with its request (EditRequest.candidates); after the model's own greedy completion, each candidate is scored by
+teacher forcing (one forward pass over its tokens, after the prompt the session already holds) and replaces the
+greedy text when the model finds it likelier as a whole: the total log-probability of its tokens plus that of
+ending there. The prompt in the session is not changed, so the next keystroke still only appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from waferline.engine.healing import Healing
+from waferline.engine.kvcache import Session
+from waferline.engine.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class Scored:
+    text: str
+    token_logprobs: list[float]
+    stop_logprob: float
+
+    @property
+    def total(self) -> float:
+        return sum(self.token_logprobs) + self.stop_logprob
+
+
+def line_end_ids(tokenizer: Tokenizer) -> list[int]:
+    """Ids of ordinary tokens whose text starts with a line break: a single-line completion may end with any."""
+    skip = tokenizer.special_ids | tokenizer.control_ids
+    return [
+        i
+        for i in range(tokenizer.vocab_size)
+        if i not in skip and tokenizer.decode([i], skip_special_tokens=False).startswith("\n")
+    ]
+
+
+@torch.inference_mode()
+def score_candidates(
+    session: Session,
+    prompt: Sequence[int],
+    candidates: Sequence[str],
+    tokenizer: Tokenizer,
+    *,
+    stop_ids: Sequence[int],
+    healing: Healing | None = None,
+) -> list[Scored]:
+    """Each candidate's token log-probabilities after `prompt`, and the log-probability of stopping after it
+    (any of `stop_ids`). With `healing`, `prompt` is the healed prompt and a candidate is scored as the healed text
+    plus the candidate, its first token drawn from the healing's allowed ids, as generation draws it."""
+    prompt = list(prompt)
+    if not prompt:
+        return []
+    stops = torch.tensor(list(stop_ids), dtype=torch.long)
+    out: list[Scored] = []
+    for text in candidates:
+        ids = tokenizer.encode((healing.text if healing is not None else "") + text)
+        if not ids or len(prompt) + len(ids) >= session.max_tokens:
+            continue
+        if healing is not None and not bool((healing.allowed == ids[0]).any()):
+            continue  # its tokens do not begin where the healed prompt expects
+        cached = session.prepare(prompt)  # at most all but the last prompt token, whose logits predict ids[0]
+        logits = session.forward([*prompt[cached:], *ids], last_only=False).float()  # (rest + len(ids), vocab)
+        logits = logits[len(prompt) - cached - 1 :]  # row j predicts ids[j]; the last row, what follows them
+        if healing is not None:
+            logits[0] = healing.mask(logits[0])
+        lp = torch.log_softmax(logits, dim=-1)
+        token_lps = [float(lp[j, t]) for j, t in enumerate(ids)]
+        stop_lp = float(torch.logsumexp(lp[len(ids), stops], dim=0)) if len(stops) else 0.0
+        out.append(Scored(text, token_lps, stop_lp))
+        session.truncate(len(prompt))
+    session.truncate(len(prompt))  # the prompt alone: the next request shares it
+    return out
