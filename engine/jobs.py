@@ -35,6 +35,7 @@ class Job:
     submitted_at: float = field(default_factory=time.perf_counter)
     started_at: float | None = None
     superseded: bool = False
+    outcome: Any = None  # what the work returned, kept even when the future says None (superseded): for accounting
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -47,7 +48,7 @@ class Job:
         self._stop.set()
 
 
-class Scheduler:
+class JobQueue:
     """A single worker thread with a queue of regular jobs and a queue of idle jobs; see the module docstring."""
 
     def __init__(self, name: str = "waferline-engine") -> None:
@@ -131,7 +132,7 @@ class Scheduler:
                 return job.stopped or (job.idle and bool(self._regular))
 
             try:
-                result = None if job.stopped else job.work(should_cancel)
+                result = job.outcome = None if job.stopped else job.work(should_cancel)
             except BaseException as e:  # the future carries it to the caller, who logs and answers the client
                 with self._lock:
                     self._running = None

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from waferline.engine.api import EditRequest
 from waferline.server.confidence import features, load_calibration
-from waferline.server.lookup import line_candidates
 from waferline.server.options import Options
+from waferline.server.prompt_lookup import line_candidates
 from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import Finished, finish_completion, should_stop

@@ -10,18 +10,16 @@ generation too. Every call returns: a Completion, or None when superseded or can
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 
 from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
-from waferline.engine.jobs import Job, Scheduler
+from waferline.engine.jobs import Job, JobQueue
 from waferline.server.options import Options
 from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
-
-# What a job asks of the engine: one call of the interface, given the job's cancellation check.
-EngineCall = Callable[[Engine, ShouldCancel], Completion]
 
 
 class Worker:
@@ -30,7 +28,7 @@ class Worker:
 
     def __init__(self, stats: Stats) -> None:
         self.stats = stats
-        self._jobs = Scheduler()
+        self._jobs = JobQueue()
         self._engine: Engine | None = None
         self._info: EngineInfo | None = None  # the engine's own description, taken on the engine thread at load
         self.load_error: str | None = None
@@ -68,55 +66,54 @@ class Worker:
         """The completion, or None if a newer request for the same session superseded it. A prompt the engine
         refuses (too long for its context...) is answered with an empty completion."""
         await self.settled()
-        return await self._submit(request.session_id, lambda e, c: e.complete(request, c), refused_empty=True)
+        return await self._submit(request.session_id, "complete", request, refused_empty=True)
 
     async def precompute(self, request: EditRequest, *, document: str | None = None) -> Completion | None:
         """Like `complete`, but only while the engine has nothing else to do: any regular request preempts it, and a
         regular request for `document` supersedes it (the request may use a KV session of its own)."""
         key = document or request.session_id
-        return await self._submit(key, lambda e, c: e.complete(request, c), refused_empty=True, idle=True)
+        return await self._submit(key, "complete", request, refused_empty=True, idle=True)
 
     async def chat(self, request: ChatRequest) -> Completion | None:
         """The assistant's reply, or None when superseded or cancelled (by a newer request for the same session).
         ValueError when the engine refuses the messages, ChatUnsupported when it cannot follow instructions."""
         await self.settled()
-        return await self._submit(request.session_id, lambda e, c: e.chat(request, c), refused_empty=False)
+        return await self._submit(request.session_id, "chat", request, refused_empty=False)
 
     async def _submit(
-        self, key: str, call: EngineCall, *, refused_empty: bool, idle: bool = False
+        self, key: str, method: str, request: EditRequest | ChatRequest, *, refused_empty: bool, idle: bool = False
     ) -> Completion | None:
-        holder: list[Job] = []
-        job = self._jobs.submit(key, lambda cancel: self._run(call, cancel, holder[0], refused_empty), idle=idle)
-        holder.append(job)
+        """Queue the engine's `method` ("complete" or "chat") on the engine thread under `key` and await it: the job
+        is the engine's bound method itself, and the accounting (queue time, statistics, a refused prompt) happens
+        here, on the event loop."""
+        engine = self._engine
+        if engine is None:
+            if not refused_empty:
+                raise ChatUnsupported(f"no engine is loaded ({self.load_error or 'not yet'})")
+            return Completion(text="", stop_reason="unavailable")  # the model failed to load: the user was told why
+        call: Callable[[ShouldCancel], Completion] = functools.partial(getattr(engine, method), request)
+        job = self._jobs.submit(key, call, idle=idle)
         try:
-            return await asyncio.wrap_future(job.future)
+            completion = await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             self._jobs.cancel(job)  # $/cancelRequest: stop decoding for a request nobody waits for
             raise
-
-    def _run(self, call: EngineCall, should_cancel: ShouldCancel, job: Job, refused_empty: bool) -> Completion:
-        """On the engine thread: the call, its queue time and its statistics."""
-        queue_s = (job.started_at or job.submitted_at) - job.submitted_at
-        if self._engine is None:
-            if not refused_empty:
-                raise ChatUnsupported(f"no engine is loaded ({self.load_error or 'not yet'})")
-            return Completion(text="", stop_reason="unavailable", queue_s=queue_s)  # the user was told why
-        try:
-            completion = call(self._engine, should_cancel)
         except ValueError as e:
             if not refused_empty:
                 raise
-            log.warning("engine refused the request for %s: %s", job.key, e)
+            log.warning("engine refused the request for %s: %s", key, e)
             self.stats.errors += 1
-            return Completion(text="", stop_reason="error", queue_s=queue_s)
-        completion.queue_s = queue_s
-        self.stats.add_generation(
-            prompt_tokens=completion.prompt_tokens,
-            prefilled_tokens=completion.prefilled_tokens,
-            new_tokens=completion.new_tokens,
-            prefill_s=completion.prefill_s,
-            decode_s=completion.decode_s,
-        )
+            return Completion(text="", stop_reason="error", queue_s=_queue_s(job))
+        done = completion if completion is not None else job.outcome  # a superseded job's tokens were decoded too
+        if isinstance(done, Completion):
+            done.queue_s = _queue_s(job)
+            self.stats.add_generation(
+                prompt_tokens=done.prompt_tokens,
+                prefilled_tokens=done.prefilled_tokens,
+                new_tokens=done.new_tokens,
+                prefill_s=done.prefill_s,
+                decode_s=done.decode_s,
+            )
         return completion
 
     # -- what the engine is --------------------------------------------------------------------------------------
@@ -148,6 +145,10 @@ class Worker:
 
     def close(self) -> None:
         self._jobs.close()
+
+
+def _queue_s(job: Job) -> float:
+    return (job.started_at or job.submitted_at) - job.submitted_at
 
 
 def build_engine(options: Options) -> Engine:

@@ -34,8 +34,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "engine": HARDWARE_INTERFACE,
     # hardware only to name a backend in configuration (the package's front and its registry, nothing else)
     "server": ("waferline.engine.*", "waferline.hardware", "waferline.hardware.registry"),
-    # the server's tree-sitter parsers choose syntax-aware fill-in-the-middle spans
-    "training": ("waferline.engine.*", "waferline.hardware.*", "waferline.server.syntax.*"),
+    # the server's tree-sitter parsers choose syntax-aware fill-in-the-middle spans; the confidence model the server
+    # applies is fitted by the training pipeline (training/calibrate.py)
+    "training": (
+        "waferline.engine.*", "waferline.hardware.*", "waferline.server.syntax.*", "waferline.server.confidence",
+    ),  # fmt: skip
     "cli": PRODUCT,
     "benchmarks": (*PRODUCT, "waferline.cli.*"),
 }

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from waferline.engine.jobs import Scheduler
+from waferline.engine.jobs import JobQueue
 
 
 def blocking_work(started: threading.Event, release: threading.Event, result: str) -> Callable[..., str]:
@@ -25,12 +25,12 @@ def blocking_work(started: threading.Event, release: threading.Event, result: st
 
 @pytest.fixture
 def scheduler():
-    s = Scheduler()
+    s = JobQueue()
     yield s
     s.close()
 
 
-def test_runs_jobs_in_order_on_one_thread(scheduler: Scheduler) -> None:
+def test_runs_jobs_in_order_on_one_thread(scheduler: JobQueue) -> None:
     threads: list[str] = []
     jobs = [
         scheduler.submit(f"doc{i}", lambda _c, i=i: threads.append(threading.current_thread().name) or i)
@@ -40,7 +40,7 @@ def test_runs_jobs_in_order_on_one_thread(scheduler: Scheduler) -> None:
     assert len(set(threads)) == 1 and threads[0] != threading.current_thread().name
 
 
-def test_newer_job_supersedes_running_and_queued_for_same_key(scheduler: Scheduler) -> None:
+def test_newer_job_supersedes_running_and_queued_for_same_key(scheduler: JobQueue) -> None:
     started, release = threading.Event(), threading.Event()
     first = scheduler.submit("doc", blocking_work(started, release, "first"))
     assert started.wait(5)
@@ -51,7 +51,7 @@ def test_newer_job_supersedes_running_and_queued_for_same_key(scheduler: Schedul
     assert third.future.result(timeout=5) == "third"
 
 
-def test_other_documents_are_not_superseded(scheduler: Scheduler) -> None:
+def test_other_documents_are_not_superseded(scheduler: JobQueue) -> None:
     started, release = threading.Event(), threading.Event()
     a = scheduler.submit("a", blocking_work(started, release, "a"))
     assert started.wait(5)
@@ -61,7 +61,7 @@ def test_other_documents_are_not_superseded(scheduler: Scheduler) -> None:
     assert b.future.result(timeout=5) == "b"
 
 
-def test_cancel_running_job_stops_it_between_tokens(scheduler: Scheduler) -> None:
+def test_cancel_running_job_stops_it_between_tokens(scheduler: JobQueue) -> None:
     started, release = threading.Event(), threading.Event()
     job = scheduler.submit("doc", blocking_work(started, release, "x"))
     assert started.wait(5)
@@ -70,7 +70,7 @@ def test_cancel_running_job_stops_it_between_tokens(scheduler: Scheduler) -> Non
     assert scheduler.submit("doc", lambda _c: "next").future.result(timeout=5) == "next"
 
 
-def test_idle_job_yields_to_regular_work(scheduler: Scheduler) -> None:
+def test_idle_job_yields_to_regular_work(scheduler: JobQueue) -> None:
     started, release = threading.Event(), threading.Event()
     idle = scheduler.submit("a", blocking_work(started, release, "idle"), idle=True)
     assert started.wait(5)
@@ -79,7 +79,7 @@ def test_idle_job_yields_to_regular_work(scheduler: Scheduler) -> None:
     assert regular.future.result(timeout=5) == "regular"
 
 
-def test_idle_job_waits_for_queued_regular_jobs(scheduler: Scheduler) -> None:
+def test_idle_job_waits_for_queued_regular_jobs(scheduler: JobQueue) -> None:
     order: list[str] = []
     started, release = threading.Event(), threading.Event()
     blocker = scheduler.submit("x", blocking_work(started, release, "blocker"))
@@ -92,7 +92,7 @@ def test_idle_job_waits_for_queued_regular_jobs(scheduler: Scheduler) -> None:
     assert order == ["regular", "idle"]
 
 
-def test_regular_job_supersedes_idle_job_of_same_key(scheduler: Scheduler) -> None:
+def test_regular_job_supersedes_idle_job_of_same_key(scheduler: JobQueue) -> None:
     started, release = threading.Event(), threading.Event()
     blocker = scheduler.submit("x", blocking_work(started, release, "blocker"))
     assert started.wait(5)
@@ -104,7 +104,7 @@ def test_regular_job_supersedes_idle_job_of_same_key(scheduler: Scheduler) -> No
     assert blocker.future.result(timeout=5) == "blocker"
 
 
-def test_exception_reaches_caller_and_worker_survives(scheduler: Scheduler) -> None:
+def test_exception_reaches_caller_and_worker_survives(scheduler: JobQueue) -> None:
     def boom(_c: Callable[[], bool]) -> None:
         raise ValueError("bad prompt")
 
@@ -115,7 +115,7 @@ def test_exception_reaches_caller_and_worker_survives(scheduler: Scheduler) -> N
 
 
 def test_close_answers_queued_jobs() -> None:
-    s = Scheduler()
+    s = JobQueue()
     started, release = threading.Event(), threading.Event()
     running = s.submit("a", blocking_work(started, release, "a"))
     assert started.wait(5)
