@@ -37,8 +37,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # the server's tree-sitter parsers choose syntax-aware fill-in-the-middle spans; the confidence model the server
     # applies is fitted by the training pipeline (training/calibrate.py)
     "training": (
-        "waferline.engine.*", "waferline.hardware.*", "waferline.server.syntax.*", "waferline.server.confidence",
-    ),  # fmt: skip
+        "waferline.engine.*",
+        "waferline.hardware.*",
+        "waferline.server.syntax.*",
+        "waferline.server.confidence",
+    ),
     "cli": PRODUCT,
     "benchmarks": (*PRODUCT, "waferline.cli.*"),
 }
