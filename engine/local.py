@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
-from waferline.engine.candidates import line_end_ids, score_candidates
+from waferline.engine.candidates import line_end_ids, preferred, score_candidates
 from waferline.engine.chat import chat_prompt_ids, read_chat_template
 from waferline.engine.checkpoint import LoadedModel
 from waferline.engine.generate import GenerationResult, generate
@@ -129,7 +129,7 @@ class LocalEngine:
     def _prefer_candidate(
         self, session: Session, prompt: list[int], healing: Healing | None, request: EditRequest, own: Completion
     ) -> Completion:
-        """The likeliest of the model's own text and the request's candidates (engine/candidates.py)."""
+        """The model's own text, or the first plausible one of the request's candidates (engine/candidates.py)."""
         if self._candidate_stops is None:
             self._candidate_stops = (*self.fim.stop_ids, *line_end_ids(self.loaded.tokenizer))
         t0 = time.perf_counter()
@@ -138,9 +138,8 @@ class LocalEngine:
             healing=healing,
         )  # fmt: skip
         own.timings["candidates_s"] = time.perf_counter() - t0
-        own_total = sum(own.token_logprobs) + (own.stop_logprob or 0.0)
-        best = max(scored, key=lambda c: c.total, default=None)
-        if best is None or best.total <= own_total or best.text == own.text:
+        best = preferred(scored)
+        if best is None or best.text == own.text:
             return own
         return dataclasses.replace(
             own, text=best.text, stop_reason="stop_token", new_tokens=len(best.token_logprobs),

@@ -28,6 +28,7 @@ FEATURES = (
     "natural_stop",  # 1 when the model or the syntax ended it, 0 when cut by the token limit or the time budget
     "log_tokens",  # log(1 + generated tokens): long guesses are less often exactly right
     "cut_fraction",  # share of the generated text the finishing rules cut away (repeats, what did not parse)
+    "copied",  # 1 when the text is a candidate copied from the document (prompt lookup), not the model's own
 )
 NATURAL_STOPS = frozenset({"stop_token", "stop_string", "stop_rule"})
 CALIBRATION_FILE = Path(__file__).with_name("confidence.json")
@@ -72,7 +73,13 @@ def load_calibration(path: Path = CALIBRATION_FILE) -> Calibration:
 
 
 def features(
-    token_logprobs: Sequence[float], stop_logprob: float | None, stop_reason: str, generated: str, shown: str
+    token_logprobs: Sequence[float],
+    stop_logprob: float | None,
+    stop_reason: str,
+    generated: str,
+    shown: str,
+    *,
+    copied: bool = False,
 ) -> dict[str, float]:
     """The features of one suggestion: how it was generated, and how much of it the finishing rules kept."""
     lps = list(token_logprobs) or [0.0]
@@ -84,4 +91,5 @@ def features(
         "natural_stop": 1.0 if stop_reason in NATURAL_STOPS else 0.0,
         "log_tokens": math.log1p(len(token_logprobs)),
         "cut_fraction": 1.0 - min(len(shown), len(generated)) / len(generated) if generated else 0.0,
+        "copied": 1.0 if copied else 0.0,
     }

@@ -207,7 +207,7 @@ async def suggest(
         return None
     feats = features(
         completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text,
-        finished.insert_text,
+        finished.insert_text, copied=completion.chosen == "candidate",
     )  # fmt: skip
     confidence = load_calibration().confidence(feats)
     threshold = options.min_confidence_invoked if explicit else options.min_confidence
@@ -262,7 +262,7 @@ async def precompute_next(
         return False
     feats = features(
         completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text,
-        finished.insert_text,
+        finished.insert_text, copied=completion.chosen == "candidate",
     )  # fmt: skip
     if load_calibration().confidence(feats) < options.min_confidence:
         return False

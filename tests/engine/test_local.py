@@ -63,7 +63,7 @@ def test_candidates_are_scored_by_teacher_forcing_and_leave_the_prompt_alone(eng
     assert scored.stop_logprob == pytest.approx(float(torch.logsumexp(lp[-1, stops], 0)), abs=1e-3)
 
 
-def test_the_engine_keeps_its_own_text_unless_a_candidate_is_likelier(engine: LocalEngine) -> None:
+def test_the_engine_keeps_its_own_text_unless_a_candidate_is_plausible(engine: LocalEngine) -> None:
     base = dict(prefix="def area(r):\n    return 3.14 * r", suffix="\n", max_new_tokens=8, time_budget_s=None)
     own = engine.complete(EditRequest(session_id="a", **base), lambda: False)  # type: ignore[arg-type]
     nonsense = engine.complete(
@@ -73,11 +73,17 @@ def test_the_engine_keeps_its_own_text_unless_a_candidate_is_likelier(engine: Lo
     assert nonsense.chosen == "model" and nonsense.text == own.text
     same = engine.complete(EditRequest(session_id="c", candidates=(own.text,), **base), lambda: False)  # type: ignore[arg-type]
     assert same.chosen == "model" and same.text == own.text
-    # A candidate the model finds likelier than its own greedy line is taken, with its own log-probabilities.
+    # A candidate the model finds plausible is taken, with its own log-probabilities.
     probable = [t for t in (" * r", " * r * r", "") if t]
     chosen = engine.complete(EditRequest(session_id="d", candidates=tuple(probable), **base), lambda: False)  # type: ignore[arg-type]
     assert chosen.chosen in ("model", "candidate")
     if chosen.chosen == "candidate":
-        assert chosen.text in probable and len(chosen.token_logprobs) == len(
-            engine.loaded.tokenizer.encode(chosen.text)
-        )
+        assert chosen.text in probable and chosen.new_tokens == len(chosen.token_logprobs) >= 1
+
+
+def test_the_first_plausible_candidate_wins() -> None:
+    from waferline.engine.candidates import Scored, preferred
+
+    weak, good, better = Scored("a", [-4.0], -4.0), Scored("b", [-1.0, -2.0], -1.0), Scored("c", [-0.1], -0.1)
+    assert preferred([weak, good, better]) is good  # the server's order, not the best score
+    assert preferred([weak]) is None and preferred([]) is None  # implausible, or nothing to copy
