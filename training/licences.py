@@ -42,7 +42,8 @@ def read_metadata(text: str) -> Message:
 def spdx_licence(expression: str) -> str | None:
     """The canonical permissive name an SPDX expression allows, or None.
 
-    `A OR B` is permissive when either side is; `A AND B` (or `WITH` an exception) only when every part is.
+    `A OR B` is permissive when either side is (the first such side is named); `A AND B` (or `WITH` an exception)
+    only when every part is, and then all are named ("Apache-2.0 AND MIT").
     """
     expr = expression.strip().strip("()").upper()
     if not expr:
@@ -52,7 +53,7 @@ def spdx_licence(expression: str) -> str | None:
         parts = [p.strip(" ()") for p in re.split(r"\s+(?:AND|WITH)\s+", alternative)]
         names = [SPDX.get(p) for p in parts]
         if all(names):
-            return names[0]
+            return " AND ".join(dict.fromkeys(n for n in names if n))  # every licence the file is under
     return None
 
 

@@ -77,6 +77,7 @@ def sdist(folder: Path, name: str, version: str, files: dict[str, str], *headers
         (("License-Expression: MIT",), "MIT"),
         (("License-Expression: Apache-2.0 OR BSD-3-Clause",), "Apache-2.0"),
         (("License-Expression: MIT AND GPL-2.0-only",), None),
+        (("License-Expression: Apache-2.0 AND MIT",), "Apache-2.0 AND MIT"),
         (("License-Expression: LGPL-3.0-or-later",), None),
         (("Classifier: License :: OSI Approved :: BSD License",), "BSD"),
         (("Classifier: License :: OSI Approved :: GNU General Public License v2 (GPLv2)",
