@@ -230,7 +230,30 @@ def build(
     tmp.replace(out / "corpus.jsonl")
     summary = {"distributions": report.distributions, "skipped": dict(report.skipped), "kept": dict(report.kept)}
     (out / "licences.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out / "licences.md").write_text(licence_table(report, read_corpus(out)), encoding="utf-8")
     return report
+
+
+def licence_table(report: BuildReport, files: Iterable[CorpusFile]) -> str:
+    """A markdown table: every distribution, its version, the licence its metadata states, what was kept of it."""
+    count: Counter[str] = Counter()
+    chars: Counter[str] = Counter()
+    held: set[str] = set()
+    for f in files:
+        count[f.dist] += 1
+        chars[f.dist] += len(f.text)
+        if f.split == "held_out_dist":
+            held.add(f.dist)
+    lines = [
+        "| distribution | version | licence | what the metadata says | files kept | MB kept | split |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, d in sorted(report.distributions.items(), key=lambda kv: canonical(kv[0])):
+        split = "held out, whole" if name in held else ("train" if count[name] else "-")
+        said = d.get("metadata", d.get("decision", "")).replace("|", "/")
+        lines.append(f"| {name} | {d.get('version', '')} | {d.get('licence') or 'refused'} | {said} | "
+                     f"{count[name]} | {chars[name] / 1e6:.2f} | {split} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def read_corpus(out: Path) -> list[CorpusFile]:

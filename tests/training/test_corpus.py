@@ -138,6 +138,9 @@ def test_build_filters_dedups_and_splits(tmp_path: Path, monkeypatch: pytest.Mon
     assert report.distributions["missing"]["decision"] == "not fetched"
     assert {f.licence for f in files} == {"MIT", "BSD"}
     assert json.loads((tmp_path / "out" / "licences.json").read_text())["kept"]["train"] == 3
+    table = (tmp_path / "out" / "licences.md").read_text()
+    assert "| copyleft | 2.0 | refused | License-Expression: GPL-3.0-only | 0 |" in table
+    assert "| good-lib | 1.2 | MIT | License-Expression: MIT | 1 |" in table
 
     pins = tmp_path / "pins.txt"
     write_pins(report, pins)
