@@ -268,15 +268,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"eval-editor needs a model directory with a tokenizer.json, not {args.model!r}")
     t0 = time.perf_counter()
     answers = asyncio.run(ask_all(cases, args))
-    figures = summarize(cases, answers, tokenizer)
-    figures["meta"] = {"model": str(model_dir), "options": server_options(args.option), "invoked": args.invoked,
-                       "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     if args.records is not None:
         records = [
             {"kind": c.kind, "path": c.path, "expected": c.expected, "right": right(c, a["suggestion"]), **a}
             for c, a in zip(cases, answers, strict=True)
         ]
         args.records.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    figures = summarize(cases, answers, tokenizer)
+    figures["meta"] = {"model": str(model_dir), "options": server_options(args.option), "invoked": args.invoked,
+                       "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -31,7 +31,7 @@ class NGramModel:
             keys = np.concatenate([self._keys(a, k) for a in arrays if len(a) >= k] or [np.zeros(0, np.int64)])
             uniq, counts = np.unique(keys, return_counts=True)  # sorted (context, next) keys
             ctx = uniq // self.V
-            starts = np.flatnonzero(np.r_[True, ctx[1:] != ctx[:-1]])  # first row of each context group
+            starts = np.flatnonzero(np.r_[True, ctx[1:] != ctx[:-1]]) if len(uniq) else np.zeros(0, np.int64)
             ctx_keys = ctx[starts]
             ctx_total = np.add.reduceat(counts, starts) if len(starts) else np.zeros(0, np.int64)
             ctx_types = np.diff(np.r_[starts, len(uniq)])

@@ -63,3 +63,10 @@ def test_ngram_is_normalised_and_predicts_frequent_continuations() -> None:
     total = sum(math.exp(model.log_probs([5, 6, w])[-1]) for w in range(10))
     assert total == pytest.approx(1.0)
     assert model.complete([5], 4, lambda out: len(out) >= 3) == [6, 7, 5]
+
+
+def test_ngram_model_of_sequences_shorter_than_its_order() -> None:
+    from waferline.training.baselines import NGramModel
+
+    model = NGramModel([[1, 2], [3]], vocab_size=8, n=4)  # no 3- or 4-gram at all
+    assert model.complete([1], 3, lambda out: False) and len(model.log_probs([1, 2, 3])) == 2
