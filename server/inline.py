@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from waferline.engine.api import EditRequest
+from waferline.engine.api import Completion, EditRequest
 from waferline.server.confidence import features, load_calibration
 from waferline.server.options import Options
 from waferline.server.prompt_lookup import line_candidates
@@ -205,18 +205,26 @@ async def suggest(
     if finished is None or not finished.insert_text:
         log.debug("model output %r dropped (stop %s)", completion.text, completion.stop_reason)
         return None
-    feats = features(
-        completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text,
-        finished.insert_text, copied=completion.chosen == "candidate",
-    )  # fmt: skip
-    confidence = load_calibration().confidence(feats)
+    confidence, feats = confidence_of(completion, finished.insert_text)
     threshold = options.min_confidence_invoked if explicit else options.min_confidence
-    if confidence < threshold:
+    if confidence is not None and confidence < threshold:
         log.debug("suggestion %r hidden: confidence %.3f < %.3f", finished.insert_text, confidence, threshold)
         return None
-    if confidence >= options.min_confidence:  # the typed-through cache answers automatic requests
+    if confidence is None or confidence >= options.min_confidence:  # the cache answers automatic requests too
         cache.remember(text, offset, finished.insert_text, finished.replace_end_offset)
     return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
+
+
+def confidence_of(completion: Completion, shown: str) -> tuple[float | None, dict[str, float] | None]:
+    """The calibrated confidence of showing `shown` for this completion, and its features; (None, None) when the
+    engine reports no token probabilities (it cannot tell, so the suggestion is not gated)."""
+    if not completion.token_logprobs:
+        return None, None
+    feats = features(
+        completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text, shown,
+        copied=completion.chosen == "candidate",
+    )  # fmt: skip
+    return load_calibration().confidence(feats), feats
 
 
 def finish_without_loops(
@@ -260,11 +268,8 @@ async def precompute_next(
     finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)
     if finished is None or not finished.insert_text:
         return False
-    feats = features(
-        completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text,
-        finished.insert_text, copied=completion.chosen == "candidate",
-    )  # fmt: skip
-    if load_calibration().confidence(feats) < options.min_confidence:
+    confidence, _ = confidence_of(completion, finished.insert_text)
+    if confidence is not None and confidence < options.min_confidence:
         return False
     cache.remember(after, cursor, finished.insert_text, finished.replace_end_offset)
     return True

@@ -126,19 +126,21 @@ class Options:
         maximum=2,
     )
     min_confidence: float = option(
-        0.0,
+        0.25,
         COMPLETION,
         "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, server/confidence.py) is "
         "below this, when the editor asks by itself as the user types. 0 shows every suggestion that passes the "
-        "syntax and repetition checks; the default is chosen on the evaluation of docs/benchmarks.md.",
+        "syntax and repetition checks. The default was chosen on the evaluation in docs/benchmarks.md: on unseen "
+        "third-party code it showed a suggestion on 26% of requests, 37% of them exactly right. An engine that "
+        "reports no token probabilities is not gated.",
         minimum=0,
         maximum=1,
     )
     min_confidence_invoked: float = option(
-        0.0,
+        0.1,
         COMPLETION,
         "The same threshold when the user asks explicitly (the editor's trigger-suggestion key): lower, since a user "
-        "who asks wants something to look at.",
+        "who asks wants something to look at (0.1 showed 58% of requests, 24% of them exactly right).",
         minimum=0,
         maximum=1,
     )

@@ -71,7 +71,7 @@ def test_a_loop_is_never_shown() -> None:
 def test_the_part_before_a_loop_needs_confidence_to_be_shown() -> None:
     out = "return 1, 0, 0, 0, 0, 0, 00000000000000"
     assert shown(SCALE, None, out, UNSURE, min_confidence=0.3) is None
-    assert shown(SCALE, None, out, SURE) == "return 1"
+    assert shown(SCALE, None, out, SURE, min_confidence=0.0) == "return 1"
 
 
 def test_a_sure_right_suggestion_is_shown_an_unsure_one_only_when_asked() -> None:
@@ -87,12 +87,28 @@ def test_a_sure_right_suggestion_is_shown_an_unsure_one_only_when_asked() -> Non
 
 def test_single_line_mode_stops_at_the_end_of_the_line() -> None:
     doc = "def f(x):\n    return g(x"
-    assert shown(doc, None, ") + 1\n    print(x)\n", SURE) == ") + 1"
+    assert shown(doc, None, ") + 1\n    print(x)\n", SURE, min_confidence=0.0) == ") + 1"
 
 
 def test_text_that_repeats_what_follows_the_cursor_is_not_shown() -> None:
     doc = "def f(x):\n    y = \n    return y\n"
     assert shown(doc, "\n    return y", "\n    return y", SURE) is None
+
+
+def test_an_engine_without_token_probabilities_is_not_gated() -> None:
+    doc = CIRCLE.rstrip("\n")
+
+    class Silent(StubWorker):
+        async def complete(self, request: object) -> Completion:
+            return Completion(self.text, "stop_token")  # no token_logprobs: the engine cannot tell
+
+    s = asyncio.run(
+        suggest(
+            Silent("radius ** 2", 0.0), Options(min_confidence=0.99), session_id="d", language_id="python",  # type: ignore[arg-type]
+            text=doc, offset=len(doc), syntax=SyntaxTree("python", doc), cache=SuggestionCache(), explicit=False,
+        )
+    )  # fmt: skip
+    assert s is not None and s.text == "radius ** 2" and s.confidence is None
 
 
 def test_confidence_is_monotone_in_the_token_probabilities() -> None:
