@@ -32,8 +32,9 @@ pytestmark = pytest.mark.skipif(
 IMAGES = ROOT / "docs" / "images" if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS") else None
 DOUBLE = [sys.executable, str(FIXTURES / "double_server.py")]
 # A generous time budget: on a loaded 2-core machine the default 120 ms can cut every answer down to nothing, and
-# these tests are about the editor, not the latency.
-SETTINGS = "settings = { timeBudgetMs = 3000 }"
+# these tests are about the editor, not the latency; nor about the model's quality, so no suggestion is held back
+# for being unsure (minConfidence 0).
+SETTINGS = "settings = { timeBudgetMs = 3000, minConfidence = 0, minConfidenceInvoked = 0 }"
 
 
 def server_cmd() -> list[str]:
@@ -334,3 +335,28 @@ def test_ask_opens_a_floating_window_with_the_answer(tmp_path: Path) -> None:
         assert float_ft == "markdown"
     finally:
         nvim.close()
+
+
+def test_suggest_asks_with_the_invoked_trigger_and_tab_accepts(nvim_fallback: NvimSession) -> None:
+    """With a server that shows nothing while typing (minConfidence 1) but anything when asked, only suggest()
+    draws ghost text: the request carries triggerKind 1."""
+    nvim = nvim_fallback
+    base = f"server = {{ cmd = {lua_list(server_cmd())} }}, inline = {{ fallback = 'always', debounce_ms = 30 }}"
+    strict = "settings = { timeBudgetMs = 3000, minConfidence = 1, minConfidenceInvoked = 0 }"
+    try:
+        nvim.lua(f"require('waferline').setup({{ {base}, {strict} }})")
+        nvim.keys("Goreturn ")
+        nvim.lua("vim.wait(1500)")  # the debounced automatic request has come back empty by now
+        assert nvim.lua(GHOST_LUA) is None, "an automatic request must show nothing at minConfidence 1"
+        for more in [*MORE_KEYS, None]:
+            nvim.lua("require('waferline').suggest()")
+            try:
+                ghost = wait_for(lambda: nvim.lua(GHOST_LUA), 15, "the asked-for suggestion")
+                break
+            except AssertionError:
+                if more is None:
+                    raise
+                nvim.keys(more)
+        accept_and_check(nvim, ghost)
+    finally:
+        nvim.lua(f"require('waferline').setup({{ {base}, {SETTINGS} }})")

@@ -78,6 +78,7 @@ def user_settings(server_log: Path) -> dict[str, Any]:
         "waferline.server.path": sys.executable,
         "waferline.server.args": [*(["--model", model] if model else []), "--log-file", str(server_log), "-v"],
         "waferline.timeBudgetMs": 3000,  # a loaded 2-core machine must not cut answers to nothing: not a latency test
+        "waferline.minConfidence": 0,  # nor a test of the model's quality: show what it writes, however unsure
         "security.workspace.trust.enabled": False,
         "workbench.startupEditor": "none",
         "workbench.tips.enabled": False,

@@ -15,3 +15,7 @@ end, { nargs = 0, desc = 'waferline: show the server statistics' })
 vim.api.nvim_create_user_command('WaferlineToggle', function()
   require('waferline').toggle()
 end, { nargs = 0, desc = 'waferline: turn completions on or off' })
+
+vim.api.nvim_create_user_command('WaferlineSuggest', function()
+  require('waferline').suggest()
+end, { nargs = 0, desc = 'waferline: ask for a suggestion at the cursor now (as the trigger-suggestion key does)' })

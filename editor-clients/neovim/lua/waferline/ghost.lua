@@ -123,14 +123,16 @@ local function to_item(bufnr, client, result)
 end
 
 --- Ask every attached waferline client for a suggestion at the cursor, cancelling the previous request.
+--- `invoked`: the user asked (triggerKind 1), so the server may show a less confident suggestion.
 ---@param bufnr integer
-function M.request(bufnr)
+---@param invoked boolean?
+function M.request(bufnr, invoked)
   cancel_pending(bufnr)
   local st = state(bufnr)
   local tick = vim.api.nvim_buf_get_changedtick(bufnr)
   for _, client in ipairs(server.clients(bufnr)) do
     local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-    params.context = { triggerKind = 2 } -- Automatic
+    params.context = { triggerKind = invoked and 1 or 2 } -- Invoked or Automatic
     local ok, request_id
     ok, request_id = server.request(client, 'textDocument/inlineCompletion', params, function(err, result)
       if st.pending[client.id] == request_id then

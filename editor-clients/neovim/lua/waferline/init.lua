@@ -1,5 +1,5 @@
 -- waferline for Neovim: starts `waferline serve`, shows its inline completions as ghost text, and offers
--- :WaferlineAsk, :WaferlineStats, :WaferlineToggle and a statusline component. All intelligence is in the server.
+-- :WaferlineAsk, :WaferlineStats, :WaferlineToggle, :WaferlineSuggest and a statusline component. All intelligence is in the server.
 local config = require('waferline.config')
 local server = require('waferline.server')
 local stats = require('waferline.stats')
@@ -36,10 +36,19 @@ end
 --- Insert the suggestion on screen; false when there is none.
 ---@return boolean
 function M.accept()
-  if M.uses_fallback() then
-    return require('waferline.ghost').accept()
+  local ghost = require('waferline.ghost')
+  if M.uses_fallback() or ghost.visible(0) then -- the plugin's own ghost text (fallback, or asked for by suggest())
+    return ghost.accept()
   end
   return vim.lsp.inline_completion ~= nil and vim.lsp.inline_completion.get() or false
+end
+
+--- Ask for a suggestion now, as the editor's "trigger suggestion" key does (LSP triggerKind 1): the server may
+--- show one it would hold back while typing (its `minConfidenceInvoked` option). Drawn by the plugin's ghost text.
+function M.suggest()
+  if M.enabled() then
+    require('waferline.ghost').request(vim.api.nvim_get_current_buf(), true)
+  end
 end
 
 --- Hide the suggestion on screen.
