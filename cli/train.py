@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokenizer", type=Path, default=None, help="reuse this tokenizer.json instead of training one"
     )
     parser.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in --out")
+    parser.add_argument(
+        "--resume-from",
+        type=Path,
+        default=None,
+        metavar="CKPT",
+        help="a committed checkpoint (training/checkpoints/*/ckpt.pt) to continue from when --out has none",
+    )
     parser.add_argument("--export", type=Path, default=None, help="copy the final model directory here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -76,6 +83,15 @@ def run(args: argparse.Namespace) -> int:
         from waferline.training.corpus import fetch_and_build
 
         fetch_and_build(args.third_party, args.corpus_list)
+    if args.resume_from is not None:
+        if not args.resume_from.is_file():
+            raise OSError(f"--resume-from {args.resume_from}: no such checkpoint")
+        args.out.mkdir(parents=True, exist_ok=True)
+        if not (args.out / "ckpt.pt").is_file():
+            shutil.copy2(args.resume_from, args.out / "ckpt.pt")
+            csv = args.resume_from.with_name("loss.csv")
+            if csv.is_file() and not (args.out / "loss.csv").is_file():
+                shutil.copy2(csv, args.out / "loss.csv")
     if args.tokenizer is not None:  # the run directory's tokenizer is what prepare_data uses when it exists
         args.out.mkdir(parents=True, exist_ok=True)
         if not (args.out / "tokenizer.json").is_file():
