@@ -48,5 +48,6 @@ def run(args: argparse.Namespace) -> int:
                 f"{p['threshold']:9.2f} {p['shown_rate']:7.3f} {p['exact_when_shown']:11.3f} {p['exact_over_all']:7.3f}"
             )
         if args.plot is not None:
-            plot_curve(points, args.plot, f"confidence threshold: {args.records.name}")
+            title = f"{args.records.name}: shown rate and exact match per minConfidence threshold"
+            plot_curve(points, args.plot, title)
     return 0

@@ -83,13 +83,15 @@ def plot_curve(points: Sequence[dict[str, float]], png: Path, title: str) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    points = [p for p in points if p["shown_rate"] > 0]  # nothing shown: exact match when shown is undefined
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     ax.plot([p["shown_rate"] for p in points], [p["exact_when_shown"] for p in points], "o-", ms=3)
-    for p in points[:: max(len(points) // 8, 1)]:
-        ax.annotate(f"{p['threshold']:.2f}", (p["shown_rate"], p["exact_when_shown"]), fontsize=7)
+    for p in points[::2]:
+        ax.annotate(f"{p['threshold']:.2f}", (p["shown_rate"], p["exact_when_shown"]), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
     ax.set_xlabel("shown rate (share of requests with a suggestion)")
     ax.set_ylabel("exact match when shown")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(png)
