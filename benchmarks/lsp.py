@@ -19,18 +19,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_session_arguments(parser)
     parser.add_argument("--no-accept", action="store_true", help="never accept a suggestion: type every character")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="NAME=JSON", help="a server option (repeatable)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from waferline.benchmarks.editor_eval import server_options
     from waferline.cli.typing_session import SCRIPT, check_session_args, type_script
 
     check_session_args(args)
+    options = {"dtype": args.dtype, **server_options(args.option)}
     session = asyncio.run(
         type_script(
             model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps, script=SCRIPT[: args.keys],
-            accept=not args.no_accept, log_file=args.log_file, options={"dtype": args.dtype},
+            accept=not args.no_accept, log_file=args.log_file, options=options,
         )
     )  # fmt: skip
     summary = summarize(session)
