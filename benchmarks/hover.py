@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from waferline.server.index.hover import describe_symbol, render_hover_markdown
-    from waferline.server.index.workspace import WorkspaceIndex
+    from waferline.server.repository.index import WorkspaceIndex
+    from waferline.server.repository.lookup import describe_symbol, render_hover_markdown
 
     root = Path(sysconfig.get_paths()["stdlib"])
     with tempfile.TemporaryDirectory() as cache:

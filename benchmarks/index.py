@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from waferline.server.index.workspace import WorkspaceIndex
+    from waferline.server.repository.index import WorkspaceIndex
 
 SAMPLE_NAMES = 40
 PHASE_ENV = "WAFERLINE_BENCH_INDEX_PHASE"
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{root}: not a folder")
     with tempfile.TemporaryDirectory(prefix="waferline-bench-index-") as tmp:
         cache_dir = Path(args.cache_dir) if args.cache_dir else Path(tmp)
-        from waferline.server.index.workspace import cache_path
+        from waferline.server.repository.index import cache_path
 
         db = cache_path(cache_dir, root)
         for suffix in ("", "-wal", "-shm"):  # cold means cold: no index of this folder left from an earlier run
@@ -80,7 +80,7 @@ def phase_main(spec: dict) -> dict:
     import resource
     import time
 
-    from waferline.server.index.workspace import IndexOptions, WorkspaceIndex
+    from waferline.server.repository.index import IndexOptions, WorkspaceIndex
 
     started, cpu_started = time.perf_counter(), time.process_time()
     index = WorkspaceIndex(Path(spec["root"]), Path(spec["cache_dir"]), options=IndexOptions(workers=spec["workers"]))
@@ -107,7 +107,7 @@ def phase_main(spec: dict) -> dict:
 
 
 def _hover(index: WorkspaceIndex, name: str) -> str:
-    from waferline.server.index.hover import describe_symbol, render_hover_markdown
+    from waferline.server.repository.lookup import describe_symbol, render_hover_markdown
 
     info = describe_symbol(index, name, None)
     return "" if info is None else render_hover_markdown(info, index.root)
@@ -117,7 +117,7 @@ def _time_lookups(index: WorkspaceIndex) -> dict:
     import statistics
     import time
 
-    from waferline.server.index.text import identifier_terms
+    from waferline.server.repository.terms import identifier_terms
 
     lookups: dict[str, Callable[[str], object]] = {
         "definitions": index.definitions,

@@ -49,8 +49,8 @@ def setup_logging(verbose: int, log_file: str | None) -> None:
 
 def run(args: argparse.Namespace, *, make_server: Callable[[Options], WaferlineServer] | None = None) -> int:
     """Serve until the client says exit. `make_server` builds the server from the command line's options (default:
-    features.create_server; tests pass one whose engine is a test double)."""
-    from waferline.server.features import create_server
+    handlers.create_server; tests pass one whose engine is a test double)."""
+    from waferline.server.handlers import create_server
     from waferline.server.options import Options, parse_options
 
     tcp = parse_tcp(args.tcp) if args.tcp else None

@@ -60,9 +60,9 @@ class Completion:
     decode_s: float = 0.0
     queue_s: float = 0.0  # time spent waiting for the engine thread
     timings: dict[str, float] = field(default_factory=dict)
-    # The model's own confidence, which the server calibrates (server/confidence.py): the natural-log probability of
-    # each generated token, and of the stop token that ended the text when one did. An engine that cannot tell
-    # leaves them empty and None (the server then judges the text by its other features).
+    # The model's own confidence, which the server calibrates (server/features/confidence.py): the natural-log
+    # probability of each generated token, and of the stop token that ended the text when one did. An engine that
+    # cannot tell leaves them empty and None (the server then judges the text by its other features).
     token_logprobs: list[float] = field(default_factory=list)
     stop_logprob: float | None = None
     chosen: str = "model"  # "model": the engine's own text; "candidate": one of the request's candidates

@@ -1,19 +1,18 @@
 """The language server's state: open documents with their syntax trees, options, the engine worker, statistics.
 
-`WaferlineServer` is the one object that owns state; server/features.py registers the LSP handlers on it, and each
-handler calls a method here or a plain function in server/inline.py. Documents are kept in `TextDocument`s (the
-position-encoding-aware text of server/text.py) and are the only copy: pygls' own workspace copy is bypassed, so a
-bad edit is refused in one place, with the text left as it was.
+`WaferlineServer` is the one object that owns state; server/handlers.py registers the LSP handlers on it, and each
+handler calls a method here, a feature object it holds (`inline`: server/features/inline.py) or a plain function
+of a feature module. Documents (server/document.py) are kept in `TextDocument`s (the position-encoding-aware text
+of server/text.py) and are the only copy: pygls' own workspace copy is bypassed, so a bad edit is refused in one
+place, with the text left as it was.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Generator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator
 from typing import Any
 
 from lsprotocol import types
@@ -23,45 +22,20 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification
 
 from waferline.engine.api import Engine
-from waferline.server.hover import SummaryCache
-from waferline.server.indexing import Indexing
-from waferline.server.inline import (
-    RecentEdit,
-    RepositoryContext,
-    Suggestion,
-    SuggestionCache,
-    Superseded,
-    precompute_next,
-    recent_edit_snippets,
-    suggest,
-)  # fmt: skip
+from waferline.server.background import Background
+from waferline.server.document import Document
+from waferline.server.features.hover import SummaryCache
+from waferline.server.features.inline import InlineCompletions
 from waferline.server.options import Options, parse_options
+from waferline.server.repository.workspace import Indexing
 from waferline.server.stats import Stats
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.plan import CompletionPlan
-from waferline.server.syntax.tree import SyntaxTree
-from waferline.server.text import PositionError, TextDocument
+from waferline.server.text import PositionError
 from waferline.server.worker import Worker, build_engine
 
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 ACCEPT_COMMAND = "waferline.accept"  # the command an inline item carries, so the editor reports accepts
-
-
-@dataclass(eq=False)
-class Document:
-    uri: str
-    language_id: str
-    text: TextDocument
-    syntax: SyntaxTree
-    cache: SuggestionCache
-    edited_line: int | None = None  # where the last change started, and when: for other documents' prompts
-    edited_at: float = 0.0
-
-    @property
-    def session_id(self) -> str:
-        return self.uri
 
 
 class WaferlineProtocol(LanguageServerProtocol):
@@ -108,8 +82,9 @@ class WaferlineServer(LanguageServer):
         self._engine_factory = engine_factory or build_engine
         self._reported: set[str] = set()
         self.client_has_inline = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.background = Background()
         self.indexing = Indexing(self)  # the workspace index: hover, waferline/ask, completion context
+        self.inline = InlineCompletions(self.worker, self.stats, self.documents, self.background, self.indexing)
         self.summaries = SummaryCache()  # model-written hover summaries
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -153,8 +128,7 @@ class WaferlineServer(LanguageServer):
 
     def forget_suggestions(self) -> None:
         """Drop every document's remembered suggestions: they are not to be reused."""
-        for doc in self.documents.values():
-            doc.cache.clear()
+        self.inline.forget()
 
     async def load_engine(self) -> None:
         """(Re)build the engine on its thread; requests queued meanwhile wait for it. Suggestions the previous
@@ -175,11 +149,11 @@ class WaferlineServer(LanguageServer):
         return str(getattr(enc, "value", enc) or "utf-16")
 
     def open_document(self, item: types.TextDocumentItem) -> Document:
-        text = TextDocument(item.text, version=item.version, encoding=self.encoding, language_id=item.language_id)
-        doc = Document(item.uri, item.language_id, text, SyntaxTree(item.language_id, item.text), SuggestionCache())
+        doc = Document.open(item.uri, item.language_id, item.text, version=item.version, encoding=self.encoding)
         if item.uri in self.documents:
             log.info("%s opened again; the new text replaces the old", item.uri)
             self.worker.drop(item.uri)
+            self.inline.forget(item.uri)
         self.documents[item.uri] = doc
         return doc
 
@@ -213,6 +187,7 @@ class WaferlineServer(LanguageServer):
     def close_document(self, uri: str) -> None:
         if self.documents.pop(uri, None) is not None:
             self.worker.drop(uri)
+            self.inline.forget(uri)
 
     def document(self, uri: str) -> Document:
         """The open document, or an InvalidParams error the client can read."""
@@ -220,6 +195,11 @@ class WaferlineServer(LanguageServer):
         if doc is None:
             raise JsonRpcInvalidParams(f"document {uri} is not open (send textDocument/didOpen first)")
         return doc
+
+    def document_at(self, uri: str, position: types.Position) -> tuple[Document, int]:
+        """The open document and the `str` offset of a position in it; InvalidParams when either is not there."""
+        doc = self.document(uri)
+        return doc, self.offset_of(doc, position)
 
     def document_state(self, doc: Document, *, include_text: bool = False) -> dict[str, Any]:
         text = doc.text.text
@@ -244,83 +224,3 @@ class WaferlineServer(LanguageServer):
 
     def shutdown_engine(self) -> None:
         self.worker.close()
-
-    # -- completion requests -------------------------------------------------------------------------------------
-    async def suggest_at(
-        self, uri: str, position: types.Position, *, explicit: bool
-    ) -> tuple[Document, Suggestion] | None:
-        """The suggestion for a completion request, with the bookkeeping every request shares: counting it, timing
-        it, answering empty when superseded, and precomputing the next suggestion after a model answer."""
-        t0 = time.perf_counter()
-        self.stats.requests += 1
-        doc = self.document(uri)
-        offset = self.offset_of(doc, position)
-        text, version = doc.text.text, doc.text.version
-        timings: dict[str, float] = {}
-        try:
-            s = await suggest(
-                self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
-                offset=offset, syntax=doc.syntax, cache=doc.cache, explicit=explicit,
-                repository=self._context_for(doc), timings=timings,
-            )  # fmt: skip
-        except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
-            self.stats.cancelled += 1
-            raise
-        except Superseded:  # a newer request for this document took over: answer empty, at once
-            self.stats.cancelled += 1
-            self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
-            return None
-        self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
-        if s is not None and s.source == "model":
-            self.stats.add_phases(timings)
-        if s is not None and doc.text.version != version:
-            s = None  # typed on while the model ran: the answer is cached for the next request, not shown here
-        if s is None:
-            self.stats.empty += 1
-            return None
-        self.stats.answered += 1
-        if s.source == "cache":
-            self.stats.cache_answers += 1
-        else:
-            self._spawn(self._precompute(doc, text, s))
-        return doc, s
-
-    def _context_for(self, doc: Document) -> RepositoryContext:
-        """Context from outside the document for its prompt: definitions from the repository index, then the
-        regions recently edited in other open documents, within what the plan leaves (plan.context_budget)."""
-        definitions = self.indexing.completion_context(doc.uri)
-        edits = [
-            RecentEdit(
-                other.uri.rsplit("/", 1)[-1], other.language_id, other.text.text, other.edited_line, other.edited_at
-            )
-            for other in self.documents.values()
-            if other is not doc and other.edited_line is not None
-        ]  # snapshots taken here, on the event loop: the lookup itself runs on a helper thread
-
-        def context(text: str, plan: CompletionPlan) -> list[Snippet]:
-            found = definitions(text, plan) if definitions is not None else []
-            budget = plan.context_budget - sum(len(s.text) + 1 for s in found)
-            return found + recent_edit_snippets(edits, doc.language_id, budget, time.monotonic())
-
-        return context
-
-    async def _precompute(self, doc: Document, text: str, shown: Suggestion) -> None:
-        done = await precompute_next(
-            self.worker, self.options, session_id=doc.session_id, language_id=doc.language_id, text=text,
-            shown=shown, cache=doc.cache, repository=self._context_for(doc),
-        )  # fmt: skip
-        if done:
-            self.stats.precomputed += 1
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run background work on the event loop, keeping a reference (asyncio holds tasks weakly) and logging
-        what it raises instead of losing it."""
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-
-        def done(t: asyncio.Task[None]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and (e := t.exception()) is not None:
-                log.error("background task failed: %r", e, exc_info=e)
-
-        task.add_done_callback(done)

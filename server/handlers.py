@@ -1,5 +1,6 @@
 """Every LSP feature waferline serves, registered in one place. Each handler reads params, calls one method of the
-server (server/app.py) or a plain function, and builds lsprotocol types; the work lives elsewhere."""
+server (server/app.py), of a feature object it holds, or a plain function of a feature module (server/features/),
+and builds lsprotocol types; the work lives elsewhere."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.engine.api import Engine
-from waferline.server.actions import feature as actions
-from waferline.server.app import ACCEPT_COMMAND, Document, WaferlineServer
-from waferline.server.ask import ASK_COMMAND, ASK_METHOD, ask
-from waferline.server.hover import hover as hover_at
-from waferline.server.inline import Suggestion, advance
+from waferline.server.app import ACCEPT_COMMAND, WaferlineServer
+from waferline.server.document import Document
+from waferline.server.features.actions import lsp as actions
+from waferline.server.features.ask import ASK_COMMAND, ASK_METHOD, ask
+from waferline.server.features.hover import hover as hover_at
+from waferline.server.features.inline import Suggestion, advance
 from waferline.server.options import SECTION, Options
 
 log = logging.getLogger(__name__)
@@ -24,7 +26,7 @@ STATS_METHOD = "waferline/stats"
 DOCUMENT_METHOD = "waferline/document"  # what the server holds for a document: lets a client check it is in sync
 
 
-def suggestion_range(ls: WaferlineServer, doc: Document, s: Suggestion, position: types.Position) -> types.Range:
+def suggestion_range(doc: Document, s: Suggestion, position: types.Position) -> types.Range:
     """The range a suggestion replaces: from the cursor over the characters it supersedes (an auto-closed `)`).
     Computed from the snapshot the suggestion was made for, so later edits cannot shift it."""
     replaced = doc.text.text[s.offset : s.replace_end]
@@ -55,7 +57,9 @@ def create_server(
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: WaferlineServer, params: types.InitializedParams) -> None:
-        ls._spawn(ls.indexing.begin())  # after the engine load is queued (completions wait for it), not before
+        ls.background.spawn(
+            ls.indexing.begin()
+        )  # after the engine load is queued (completions wait for it), not before
         await ls.load_engine()
 
     @server.feature(types.SHUTDOWN)
@@ -133,12 +137,12 @@ def create_server(
         ls: WaferlineServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        found = await ls.suggest_at(params.text_document.uri, params.position, explicit=explicit)
-        if found is None:
+        doc, offset = ls.document_at(params.text_document.uri, params.position)
+        s = await ls.inline.answer(doc, offset, ls.options, explicit=explicit)
+        if s is None:
             return types.InlineCompletionList(items=[])
-        doc, s = found
         item = types.InlineCompletionItem(
-            insert_text=s.text, range=suggestion_range(ls, doc, s, params.position), command=accept_command(doc.uri, s)
+            insert_text=s.text, range=suggestion_range(doc, s, params.position), command=accept_command(doc.uri, s)
         )
         return types.InlineCompletionList(items=[item])
 
@@ -148,11 +152,11 @@ def create_server(
         if ls.client_has_inline or not ls.options.completion_fallback:
             return types.CompletionList(is_incomplete=False, items=[])
         explicit = params.context is not None and params.context.trigger_kind == types.CompletionTriggerKind.Invoked
-        found = await ls.suggest_at(params.text_document.uri, params.position, explicit=explicit)
-        if found is None:
+        doc, offset = ls.document_at(params.text_document.uri, params.position)
+        s = await ls.inline.answer(doc, offset, ls.options, explicit=explicit)
+        if s is None:
             return types.CompletionList(is_incomplete=True, items=[])
-        doc, s = found
-        rng = suggestion_range(ls, doc, s, params.position)
+        rng = suggestion_range(doc, s, params.position)
         if rng.end.line != rng.start.line:  # a completion edit must stay on one line: insert only
             rng = types.Range(start=params.position, end=params.position)
         label = s.text.splitlines()[0] if s.text.strip("\r\n") else s.text

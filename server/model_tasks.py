@@ -15,6 +15,7 @@ Whether the model can follow instructions (it has a chat template) is the engine
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from waferline.engine.api import ChatRequest, Completion, EditRequest
@@ -30,26 +31,32 @@ def action_key(uri: str) -> str:
     return f"waferline/action {uri}"
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How much one model task may write: tokens, wall-clock time, and how it samples (0: greedy)."""
+
+    max_new_tokens: int
+    time_budget_s: float
+    temperature: float = 0.0
+
+
 async def infill(
-    worker: Worker, key: str, *, prefix: str, suffix: str, max_new_tokens: int, time_budget_s: float,
-    temperature: float = 0.0, should_stop: Callable[[str], bool] | None = None, idle: bool = False,
+    worker: Worker, key: str, prefix: str, suffix: str, budget: Budget, *,
+    should_stop: Callable[[str], bool] | None = None, idle: bool = False,
 ) -> Completion | None:  # fmt: skip
     """Fill in between `prefix` and `suffix` with the completion model; None when superseded or preempted."""
     request = EditRequest(
-        session_id=key, prefix=prefix, suffix=suffix, max_new_tokens=max_new_tokens, temperature=temperature,
-        time_budget_s=time_budget_s, should_stop=should_stop,
+        session_id=key, prefix=prefix, suffix=suffix, max_new_tokens=budget.max_new_tokens,
+        temperature=budget.temperature, time_budget_s=budget.time_budget_s, should_stop=should_stop,
     )  # fmt: skip
     return await (worker.precompute(request) if idle else worker.complete(request))
 
 
-async def chat(
-    worker: Worker, key: str, messages: list[dict[str, str]], *, max_new_tokens: int, time_budget_s: float,
-    temperature: float = 0.0,
-) -> Completion | None:  # fmt: skip
+async def chat(worker: Worker, key: str, messages: list[dict[str, str]], budget: Budget) -> Completion | None:
     """Generate the assistant's reply to `messages`; None when superseded or cancelled, ValueError
     (engine.api.ChatUnsupported) without a chat template. Runs in the KV session `key`."""
     request = ChatRequest(
-        session_id=key, messages=messages, max_new_tokens=max_new_tokens, temperature=temperature,
-        time_budget_s=time_budget_s,
+        session_id=key, messages=messages, max_new_tokens=budget.max_new_tokens, temperature=budget.temperature,
+        time_budget_s=budget.time_budget_s,
     )  # fmt: skip
     return await worker.chat(request)

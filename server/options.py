@@ -128,11 +128,11 @@ class Options:
     min_confidence: float = option(
         0.25,
         COMPLETION,
-        "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, server/confidence.py) is "
-        "below this, when the editor asks by itself as the user types. 0 shows every suggestion that passes the "
-        "syntax and repetition checks. The default was chosen on the evaluation in docs/benchmarks.md: on unseen "
-        "third-party code it showed a suggestion on 26% of requests, 37% of them exactly right. An engine that "
-        "reports no token probabilities is not gated.",
+        "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, "
+        "server/features/confidence.py) is below this, when the editor asks by itself as the user types. 0 shows "
+        "every suggestion that passes the syntax and repetition checks. The default was chosen on the evaluation in "
+        "docs/benchmarks.md: on unseen third-party code it showed a suggestion on 26% of requests, 37% of them "
+        "exactly right. An engine that reports no token probabilities is not gated.",
         minimum=0,
         maximum=1,
     )
@@ -174,7 +174,7 @@ class Options:
         "Larger documents (and binary ones, with NUL bytes) are kept in sync but never completed.",
         minimum=1024,
     )
-    # Repository features (server/indexing.py, hover.py, ask.py, actions/; docs/repository.md).
+    # Repository features (server/repository/, features/hover.py, ask.py, actions/; docs/repository.md).
     index_workspace: bool = option(
         True,
         REPOSITORY,

@@ -40,7 +40,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "waferline.engine.*",
         "waferline.hardware.*",
         "waferline.server.syntax.*",
-        "waferline.server.confidence",
+        "waferline.server.features.confidence",
     ),
     "cli": PRODUCT,
     "benchmarks": (*PRODUCT, "waferline.cli.*"),
@@ -65,7 +65,7 @@ class Violation:
 
 
 def module_name(path: str) -> str:
-    """engine/model.py -> waferline.engine.model; server/index/__init__.py -> waferline.server.index."""
+    """engine/model.py -> waferline.engine.model; server/repository/__init__.py -> waferline.server.repository."""
     parts = path.removesuffix(".py").split("/")
     if parts[-1] == "__init__":
         parts.pop()
@@ -167,7 +167,7 @@ def tool():
 
 def test_the_server_loads_no_tool_and_no_training_module() -> None:
     code = (
-        "import sys\nimport waferline.server.app, waferline.server.features\n"
+        "import sys\nimport waferline.server.app, waferline.server.handlers\n"
         f"top = {TOOLS_AND_TRAINING!r}\n"
         "print(' '.join(sorted(m for m in sys.modules if m in top or m.startswith(tuple(t + '.' for t in top)))))"
     )

@@ -1,11 +1,11 @@
 """`waferline/ask` and the `waferline.ask` command: a question about the repository, answered from the index.
 
 The evidence (definitions, uses, docstrings and search hits, each with its location) comes from the index only
-(server/index/ask.py). With an instruction-following model (a chat template in its tokenizer config) the model writes
-an answer from the numbered evidence, shown above the evidence and marked as generated; its `[n]` citations become
-links to the evidence, and any link or `file:line` mention of its own that the evidence does not hold is unlinked or
-flagged. With a completion-only model the answer says so and is the evidence alone. Either way, every location the
-answer links to comes from the index.
+(server/repository/evidence.py). With an instruction-following model (a chat template in its tokenizer config) the
+model writes an answer from the numbered evidence, shown above the evidence and marked as generated; its `[n]`
+citations become links to the evidence, and any link or `file:line` mention of its own that the evidence does not
+hold is unlinked or flagged. With a completion-only model the answer says so and is the evidence alone. Either way,
+every location the answer links to comes from the index.
 
 Request params: `{question: string, textDocument?: {uri}, position?: Position}` (or, for the command, the same object
 or the question string as its one argument). The name under `position` is looked up as if the question quoted it.
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from waferline.server.hover import word_at
-from waferline.server.index.ask import Evidence, evidence_prompt, gather_evidence, render_evidence_markdown
-from waferline.server.indexing import uri_to_path
-from waferline.server.model_tasks import ASK_KEY, chat
+from waferline.server.features.hover import word_at
+from waferline.server.model_tasks import ASK_KEY, Budget, chat
+from waferline.server.repository.evidence import Evidence, evidence_prompt, gather_evidence, render_evidence_markdown
+from waferline.server.repository.workspace import uri_to_path
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
@@ -103,8 +103,8 @@ async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
     path = uri_to_path(uri) if uri is not None else None
     lookup = question
     if uri is not None and position is not None:
-        doc = ls.document(uri)
-        if (word := word_at(doc, ls.offset_of(doc, position))) is not None:
+        doc, offset = ls.document_at(uri, position)
+        if (word := word_at(doc.snapshot(), offset)) is not None:
             lookup = f"`{word.name}` {question}"  # the name at the cursor is what "this" means
     index = ls.indexing.index_for(path)
     indexes = [index] if index is not None else list(ls.indexing.indexes.values())
@@ -136,10 +136,8 @@ async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
     user = f"Evidence:\n\n{evidence_prompt(evidence, root)}\n\nQuestion: {question}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
     try:
-        completion = await chat(
-            ls.worker, ASK_KEY, messages, max_new_tokens=ls.options.ask_max_tokens,
-            time_budget_s=ls.options.ask_time_budget_ms / 1000.0,
-        )  # fmt: skip
+        budget = Budget(ls.options.ask_max_tokens, ls.options.ask_time_budget_ms / 1000.0)
+        completion = await chat(ls.worker, ASK_KEY, messages, budget)
     except ValueError as e:
         result["markdown"] = f"{note}No generated answer ({e}). The evidence:\n\n{evidence_md}"
         return result

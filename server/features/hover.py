@@ -1,7 +1,7 @@
 """textDocument/hover: what the repository knows about the name under the cursor, and a model-written summary.
 
 The deterministic part (definition, signature, docstring, usage count, call sites) comes from the index
-(server/index/hover.py) in a few milliseconds, on a helper thread so the event loop keeps reading keystrokes.
+(server/repository/lookup.py) in a few milliseconds, on a helper thread so the event loop keeps reading keystrokes.
 
 A definition without a docstring gets a one-line summary written by the model as fill-in-the-middle at the docstring
 position (a Python docstring, else a comment line above the definition), marked as generated. It never delays a
@@ -24,16 +24,17 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from waferline.server.index.hover import SymbolInfo, describe_symbol, render_hover_markdown
-from waferline.server.index.symbols import Definition
-from waferline.server.index.workspace import WorkspaceIndex
-from waferline.server.indexing import uri_to_path
-from waferline.server.model_tasks import HOVER_KEY, infill
-from waferline.server.syntax.languages import parser_for
+from waferline.server.model_tasks import HOVER_KEY, Budget, infill
+from waferline.server.repository.index import WorkspaceIndex
+from waferline.server.repository.lookup import SymbolInfo, describe_symbol, render_hover_markdown
+from waferline.server.repository.symbols import Definition
+from waferline.server.repository.workspace import uri_to_path
+from waferline.server.syntax.languages import doc_comment, parser_for
 from waferline.server.text import column_to_index, utf8_len
 
 if TYPE_CHECKING:
-    from waferline.server.app import Document, WaferlineServer
+    from waferline.server.app import WaferlineServer
+    from waferline.server.document import DocumentSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ PREFIX_CHARS = 4000  # of the file before the docstring position: enough context
 SUFFIX_CHARS = 1500
 CACHE_ENTRIES = 512
 _IDENT = re.compile(r"[^\W\d]\w*")
-_COMMENT = {"python": "#", "lua": "--", "rust": "///"}  # the rest: //
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ class Word:
     end: int
 
 
-def word_at(doc: Document, offset: int) -> Word | None:
+def word_at(doc: DocumentSnapshot, offset: int) -> Word | None:
     """The identifier under (or just before) the cursor, outside comments and strings; None elsewhere."""
-    text = doc.text.text
+    text = doc.text
     start = end = offset
     while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
         start -= 1
@@ -122,7 +122,7 @@ def summary_prompt(d: Definition, text: str) -> tuple[str, str, str] | None:
     head = d.range[0][0]
     indent = lines[head][: len(lines[head]) - len(lines[head].lstrip())]
     at = starts[head]
-    comment = _COMMENT.get(d.language, "//")
+    comment = doc_comment(d.language)
     return text[max(at - PREFIX_CHARS, 0) : at] + indent + comment + " ", "\n" + text[at : at + SUFFIX_CHARS], "\n"
 
 
@@ -162,11 +162,10 @@ async def generate_summary(ls: WaferlineServer, cache: SummaryCache, index: Work
     prefix, suffix, closer = prompt
     cache.running = key
     try:
+        budget = Budget(SUMMARY_TOKENS, ls.options.hover_summary_ms / 1000.0)
         completion = await infill(
-            ls.worker, HOVER_KEY, prefix=prefix, suffix=suffix, max_new_tokens=SUMMARY_TOKENS,
-            time_budget_s=ls.options.hover_summary_ms / 1000.0, should_stop=lambda s: "\n" in s or closer in s,
-            idle=True,
-        )  # fmt: skip
+            ls.worker, HOVER_KEY, prefix, suffix, budget, should_stop=lambda s: "\n" in s or closer in s, idle=True
+        )
     finally:
         if cache.running == key:
             cache.running = None
@@ -177,8 +176,8 @@ async def generate_summary(ls: WaferlineServer, cache: SummaryCache, index: Work
 
 
 async def hover(ls: WaferlineServer, cache: SummaryCache, params: types.HoverParams) -> types.Hover | None:
-    doc = ls.document(params.text_document.uri)
-    word = word_at(doc, ls.offset_of(doc, params.position))
+    doc, offset = ls.document_at(params.text_document.uri, params.position)
+    word = word_at(doc.snapshot(), offset)
     path = uri_to_path(doc.uri)
     index = ls.indexing.index_for(path)
     if word is None or index is None:
@@ -193,7 +192,7 @@ async def hover(ls: WaferlineServer, cache: SummaryCache, params: types.HoverPar
         key = await asyncio.to_thread(summary_key, d, text)
         summary = cache.get(key)
         if summary is None and cache.running != key:
-            ls._spawn(generate_summary(ls, cache, index, d))
+            ls.background.spawn(generate_summary(ls, cache, index, d))
     markdown = render_hover_markdown(info, index.root, generated_summary=summary or None)
     rng = types.Range(start=ls.lsp_position(doc, word.start), end=ls.lsp_position(doc, word.end))
     return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown), range=rng)

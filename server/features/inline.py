@@ -1,11 +1,14 @@
 """Inline completion: from a cursor to a suggestion, through the syntax plan, the engine and the finishing rules.
 
-One request travels: typed-through cache (the user typed the start of the suggestion on screen: answer the rest
-at once) -> `plan_completion` (complete here at all? single or multi-line? what context, which stop rules?) ->
-an `EditRequest` laid out so that typing only appends to the prompt -> the engine worker (superseded by a newer
-request for the same document) -> `finish_completion` (cut at a syntactic boundary, balance brackets, refuse what
-does not parse) -> a `Suggestion` whose range covers what it replaces. After a suggestion from the model is shown,
-the next one is precomputed while the engine is idle, on the assumption that this one is accepted.
+`InlineCompletions` is the feature: the registration module (server/handlers.py) calls `answer` for every
+textDocument/inlineCompletion request (and textDocument/completion for clients without inline completion). One
+request travels: a `DocumentSnapshot` taken at once -> typed-through cache (the user typed the start of the
+suggestion on screen: answer the rest at once) -> `plan_completion` (complete here at all? single or multi-line?
+what context, which stop rules?) -> an `EditRequest` laid out so that typing only appends to the prompt -> the
+engine worker (superseded by a newer request for the same document) -> `finish_completion` (cut at a syntactic
+boundary, balance brackets, refuse what does not parse) -> the confidence gate -> a `Suggestion` whose range covers
+what it replaces. After a suggestion from the model is shown, the next one is precomputed while the engine is idle,
+on the assumption that this one is accepted.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from waferline.engine.api import Completion, EditRequest
-from waferline.server.confidence import features, load_calibration
+from waferline.server.background import Background
+from waferline.server.document import Document, DocumentSnapshot
+from waferline.server.features.confidence import features, load_calibration
 from waferline.server.options import Options
 from waferline.server.prompt_lookup import line_candidates
+from waferline.server.stats import Stats
 from waferline.server.syntax.context import Snippet
+from waferline.server.syntax.languages import line_comment
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import Finished, finish_completion, should_stop
 from waferline.server.syntax.repetition import loop_start
@@ -30,13 +37,15 @@ from waferline.server.syntax.tree import SyntaxTree
 from waferline.server.text import units_len
 
 if TYPE_CHECKING:
+    from waferline.server.repository.workspace import Indexing
     from waferline.server.worker import Worker
 
 log = logging.getLogger(__name__)
 
 CACHE_ENTRIES = 4  # suggestions remembered per document: the one on screen and a few precomputed ones
-# (text, plan) -> definitions from other files for the prompt (server/indexing.py); put before the document's own
-# context, they stay the same while the user types, so the engine's KV cache keeps them.
+# (text, plan) -> snippets from outside the document for the prompt (definitions from the repository index,
+# server/repository/workspace.py, and other documents' recent edits); put before the document's own context, they
+# stay the same while the user types, so the engine's KV cache keeps them.
 RepositoryContext = Callable[[str, CompletionPlan], list[Snippet]]
 
 
@@ -46,7 +55,7 @@ class Suggestion:
     offset: int  # the cursor, a `str` offset into the text the suggestion was made for
     replace_end: int  # the suggestion replaces [offset, replace_end) (characters the editor auto-closed)
     source: str  # "model" or "cache"
-    confidence: float | None = None  # the calibrated chance it is right (server/confidence.py); None from the cache
+    confidence: float | None = None  # the calibrated chance it is right (features/confidence.py); None from the cache
     features: dict[str, float] | None = None  # what the confidence was computed from
 
 
@@ -92,7 +101,6 @@ class SuggestionCache:
 RECENT_EDIT_DOCS = 2  # other open documents whose last edited region goes into the prompt
 RECENT_EDIT_LINES = 6  # lines kept on each side of that edit
 RECENT_EDIT_MAX_AGE_S = 600.0
-LINE_COMMENT = {"python": "#", "lua": "--"}  # the other grammars' languages use //
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ def recent_edit_snippets(edits: list[RecentEdit], language_id: str, budget: int,
         lines = e.text.splitlines()
         first = max(0, e.line - RECENT_EDIT_LINES)
         body = "\n".join(lines[first : e.line + RECENT_EDIT_LINES + 1]).rstrip()
-        text = f"{LINE_COMMENT.get(language_id, '//')} {e.path} (recently edited)\n{body}"
+        text = f"{line_comment(language_id)} {e.path} (recently edited)\n{body}"
         if body.strip() and len(text) + 1 <= budget:
             budget -= len(text) + 1
             out.append(Snippet("recent_edit", text, path=e.path, start_line=first))
@@ -169,50 +177,177 @@ class Superseded(Exception):
     """A newer request for the same document took this one's place; the client gets an empty answer."""
 
 
-async def suggest(
-    worker: Worker, options: Options, *, session_id: str, language_id: str, text: str, offset: int,
-    syntax: SyntaxTree, cache: SuggestionCache, explicit: bool, repository: RepositoryContext | None = None,
-    timings: dict[str, float] | None = None,
-) -> Suggestion | None:  # fmt: skip
-    """The suggestion at `offset` of `text` (a snapshot: the document may change while the model runs), or None.
+class InlineCompletions:
+    """The inline-completion feature: each open document's typed-through cache, and from a request to a suggestion.
 
-    Raises Superseded when a newer request for the document replaced this one. `timings` receives where the
-    milliseconds went: plan (incremental parse + plan), context, queue, prefill, decode, finish.
-    """
-    ms = timings if timings is not None else {}
-    t = time.perf_counter()
-    reason = skip_reason(text, options)
-    if reason is not None:
-        log.debug("no completion: %s", reason)
-        return None
-    if options.typed_through_cache and (hit := cache.lookup(text, offset)) is not None:
-        return hit
-    plan = plan_completion(text, offset, language_id, syntax, explicit=explicit, **window(worker, options))
-    ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
-    if not plan.complete:
-        log.debug("no completion: %s", plan.reason)
-        return None
-    if repository is not None:  # index lookups: off the event loop
-        plan.context[:0] = await asyncio.to_thread(repository, text, plan)
-        ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
-    completion = await worker.complete(edit_request(session_id, plan, options))
-    if completion is None:
-        raise Superseded
-    ms.update(queue=completion.queue_s * 1000, prefill=completion.prefill_s * 1000, decode=completion.decode_s * 1000)
-    t = time.perf_counter()
-    finished = finish_without_loops(text, offset, language_id, completion.text, plan)
-    ms["finish"] = (time.perf_counter() - t) * 1000
-    if finished is None or not finished.insert_text:
-        log.debug("model output %r dropped (stop %s)", completion.text, completion.stop_reason)
-        return None
-    confidence, feats = confidence_of(completion, finished.insert_text)
-    threshold = options.min_confidence_invoked if explicit else options.min_confidence
-    if confidence is not None and confidence < threshold:
-        log.debug("suggestion %r hidden: confidence %.3f < %.3f", finished.insert_text, confidence, threshold)
-        return None
-    if confidence is None or confidence >= options.min_confidence:  # the cache answers automatic requests too
-        cache.remember(text, offset, finished.insert_text, finished.replace_end_offset)
-    return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
+    `documents` are the server's open documents (other documents' recent edits go into the prompt), `repository`
+    the workspace index (definitions from other files), `background` where precomputing runs."""
+
+    def __init__(
+        self, worker: Worker, stats: Stats, documents: Mapping[str, Document], background: Background,
+        repository: Indexing | None = None,
+    ) -> None:  # fmt: skip
+        self.worker = worker
+        self.stats = stats
+        self.documents = documents
+        self.background = background
+        self.repository = repository
+        self._caches: dict[str, SuggestionCache] = {}
+
+    def forget(self, uri: str | None = None) -> None:
+        """Drop the remembered suggestions of one document (closed, opened again), or of all (new options or engine):
+        they are not to be reused."""
+        if uri is None:
+            self._caches.clear()
+        else:
+            self._caches.pop(uri, None)
+
+    def cache(self, uri: str) -> SuggestionCache:
+        return self._caches.setdefault(uri, SuggestionCache())
+
+    async def answer(self, doc: Document, offset: int, options: Options, *, explicit: bool) -> Suggestion | None:
+        """The suggestion at `offset` of `doc` for a completion request, with the bookkeeping every request shares:
+        counting it, timing it, answering empty when superseded, and precomputing the next suggestion after a model
+        answer. None also when the user typed on while the model ran (the answer is cached for the next request)."""
+        t0 = time.perf_counter()
+        self.stats.requests += 1
+        snapshot = doc.snapshot()
+        timings: dict[str, float] = {}
+        try:
+            s = await self.suggest(
+                snapshot, offset, options, explicit=explicit, context=self.context_for(snapshot), timings=timings
+            )
+        except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
+            self.stats.cancelled += 1
+            raise
+        except Superseded:  # a newer request for this document took over: answer empty, at once
+            self.stats.cancelled += 1
+            self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
+            return None
+        self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
+        if s is not None and s.source == "model":
+            self.stats.add_phases(timings)
+        if s is not None and doc.text.version != snapshot.version:
+            s = None
+        if s is None:
+            self.stats.empty += 1
+            return None
+        self.stats.answered += 1
+        if s.source == "cache":
+            self.stats.cache_answers += 1
+        else:
+            self.background.spawn(self._precompute(snapshot, s, options))
+        return s
+
+    def context_for(self, snapshot: DocumentSnapshot) -> RepositoryContext:
+        """Context from outside the document for its prompt: definitions from the repository index, then the
+        regions recently edited in other open documents, within what the plan leaves (plan.context_budget)."""
+        repository = self.repository
+        definitions = repository.completion_context(snapshot.uri) if repository is not None else None
+        edits = [
+            RecentEdit(
+                other.uri.rsplit("/", 1)[-1], other.language_id, other.text.text, other.edited_line, other.edited_at
+            )
+            for other in self.documents.values()
+            if other.uri != snapshot.uri and other.edited_line is not None
+        ]  # snapshots taken here, on the event loop: the lookup itself runs on a helper thread
+
+        def context(text: str, plan: CompletionPlan) -> list[Snippet]:
+            found = definitions(text, plan) if definitions is not None else []
+            budget = plan.context_budget - sum(len(s.text) + 1 for s in found)
+            return found + recent_edit_snippets(edits, snapshot.language_id, budget, time.monotonic())
+
+        return context
+
+    async def suggest(
+        self, snapshot: DocumentSnapshot, offset: int, options: Options, *, explicit: bool,
+        context: RepositoryContext | None = None, timings: dict[str, float] | None = None,
+    ) -> Suggestion | None:  # fmt: skip
+        """The suggestion at `offset` of the snapshot, or None.
+
+        Raises Superseded when a newer request for the document replaced this one. `timings` receives where the
+        milliseconds went: plan (incremental parse + plan), context, queue, prefill, decode, finish.
+        """
+        ms = timings if timings is not None else {}
+        t = time.perf_counter()
+        text, language_id = snapshot.text, snapshot.language_id
+        reason = skip_reason(text, options)
+        if reason is not None:
+            log.debug("no completion: %s", reason)
+            return None
+        cache = self.cache(snapshot.uri)
+        if options.typed_through_cache and (hit := cache.lookup(text, offset)) is not None:
+            return hit
+        plan = plan_completion(
+            text, offset, language_id, snapshot.syntax, explicit=explicit, **window(self.worker, options)
+        )
+        ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
+        if not plan.complete:
+            log.debug("no completion: %s", plan.reason)
+            return None
+        if context is not None:  # index lookups: off the event loop
+            plan.context[:0] = await asyncio.to_thread(context, text, plan)
+            ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
+        completion = await self.worker.complete(edit_request(snapshot.session_id, plan, options))
+        if completion is None:
+            raise Superseded
+        ms.update(
+            queue=completion.queue_s * 1000, prefill=completion.prefill_s * 1000, decode=completion.decode_s * 1000
+        )
+        t = time.perf_counter()
+        finished = finish_without_loops(text, offset, language_id, completion.text, plan)
+        ms["finish"] = (time.perf_counter() - t) * 1000
+        if finished is None or not finished.insert_text:
+            log.debug("model output %r dropped (stop %s)", completion.text, completion.stop_reason)
+            return None
+        confidence, feats = confidence_of(completion, finished.insert_text)
+        threshold = options.min_confidence_invoked if explicit else options.min_confidence
+        if confidence is not None and confidence < threshold:
+            log.debug("suggestion %r hidden: confidence %.3f < %.3f", finished.insert_text, confidence, threshold)
+            return None
+        if confidence is None or confidence >= options.min_confidence:  # the cache answers automatic requests too
+            cache.remember(text, offset, finished.insert_text, finished.replace_end_offset)
+        return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
+
+    async def _precompute(self, snapshot: DocumentSnapshot, shown: Suggestion, options: Options) -> None:
+        if await self.precompute_next(snapshot, shown, options, self.context_for(snapshot)):
+            self.stats.precomputed += 1
+
+    async def precompute_next(
+        self, snapshot: DocumentSnapshot, shown: Suggestion, options: Options, context: RepositoryContext | None = None
+    ) -> bool:
+        """Compute the suggestion that would follow `shown` once accepted, if the engine is idle; True if cached."""
+        if not options.precompute or self.worker.busy():
+            return False
+        text, language_id = snapshot.text, snapshot.language_id
+        after = text[: shown.offset] + shown.text + text[shown.replace_end :]
+        cursor = shown.offset + len(shown.text)
+
+        def plan_after() -> CompletionPlan:
+            # A tree of the text as it would be after the accept: parsed on a helper thread, off the event loop.
+            tree = SyntaxTree(language_id, after)
+            plan = plan_completion(after, cursor, language_id, tree, explicit=False, **window(self.worker, options))
+            if plan.complete and context is not None:
+                plan.context[:0] = context(after, plan)
+            return plan
+
+        plan = await asyncio.to_thread(plan_after)
+        if not plan.complete:
+            return False
+        # Its own KV session: the text after an accept that may not happen must not displace the document's prompt
+        # from the document's session (the next keystroke's request would prefill its whole window again).
+        request = edit_request(precompute_session(snapshot.session_id), plan, options)
+        completion = await self.worker.precompute(request, document=snapshot.session_id)
+        if completion is None or not completion.complete:
+            return False  # preempted by typing: a cut-short completion is not worth keeping
+        finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)
+        if finished is None or not finished.insert_text:
+            return False
+        confidence, _ = confidence_of(completion, finished.insert_text)
+        if confidence is not None and confidence < options.min_confidence:
+            return False
+        self.cache(snapshot.uri).remember(after, cursor, finished.insert_text, finished.replace_end_offset)
+        return True
 
 
 def confidence_of(completion: Completion, shown: str) -> tuple[float | None, dict[str, float] | None]:
@@ -236,43 +371,6 @@ def finish_without_loops(
         log.debug("model output %r repeats itself from %d", completion, start)
         completion = completion[:start]
     return finish_completion(text, offset, language_id, completion, plan)
-
-
-async def precompute_next(
-    worker: Worker, options: Options, *, session_id: str, language_id: str, text: str, shown: Suggestion,
-    cache: SuggestionCache, repository: RepositoryContext | None = None,
-) -> bool:  # fmt: skip
-    """Compute the suggestion that would follow `shown` once accepted, if the engine is idle; True if cached."""
-    if not options.precompute or worker.busy():
-        return False
-    after = text[: shown.offset] + shown.text + text[shown.replace_end :]
-    cursor = shown.offset + len(shown.text)
-
-    def plan_after() -> CompletionPlan:
-        # A tree of the text as it would be after the accept: parsed on a helper thread, off the event loop.
-        tree = SyntaxTree(language_id, after)
-        plan = plan_completion(after, cursor, language_id, tree, explicit=False, **window(worker, options))
-        if plan.complete and repository is not None:
-            plan.context[:0] = repository(after, plan)
-        return plan
-
-    plan = await asyncio.to_thread(plan_after)
-    if not plan.complete:
-        return False
-    # Its own KV session: the text after an accept that may not happen must not displace the document's prompt from
-    # the document's session (the next keystroke's request would prefill its whole window again).
-    request = edit_request(precompute_session(session_id), plan, options)
-    completion = await worker.precompute(request, document=session_id)
-    if completion is None or not completion.complete:
-        return False  # preempted by typing: a cut-short completion is not worth keeping
-    finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)
-    if finished is None or not finished.insert_text:
-        return False
-    confidence, _ = confidence_of(completion, finished.insert_text)
-    if confidence is not None and confidence < options.min_confidence:
-        return False
-    cache.remember(after, cursor, finished.insert_text, finished.replace_end_offset)
-    return True
 
 
 def advance(line: int, character: int, text: str, encoding: str) -> tuple[int, int]:

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
-from waferline.server.index.discovery import file_language, read_source
-from waferline.server.index.documents import build_documents
-from waferline.server.index.store import FileRecord
-from waferline.server.index.tags import extract
+from waferline.server.repository.discovery import file_language, read_source
+from waferline.server.repository.search_docs import build_documents
+from waferline.server.repository.store import FileRecord
+from waferline.server.repository.tags import extract
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from waferline.server.index.discovery import file_language
-from waferline.server.index.hover import FENCE_LANGUAGES, definition_key, location_link, rank_call_sites
-from waferline.server.index.symbols import Definition
-from waferline.server.index.tags import Range
-from waferline.server.index.text import STOP_WORDS, identifiers
-from waferline.server.index.workspace import WorkspaceIndex
+from waferline.server.repository.discovery import file_language
+from waferline.server.repository.index import WorkspaceIndex
+from waferline.server.repository.lookup import FENCE_LANGUAGES, definition_key, location_link, rank_call_sites
+from waferline.server.repository.symbols import Definition
+from waferline.server.repository.tags import Range
+from waferline.server.repository.terms import STOP_WORDS, identifiers
 
 MAX_NAMES = 3  # identifiers of the question looked up by name
 USAGES_PER_NAME = 2

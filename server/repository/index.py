@@ -22,8 +22,8 @@ from typing import Any
 
 import pathspec
 
-from waferline.server.index.builder import content_hash, default_workers, extract_all, make_record, source_lines
-from waferline.server.index.discovery import (
+from waferline.server.repository.builder import content_hash, default_workers, extract_all, make_record, source_lines
+from waferline.server.repository.discovery import (
     DEFAULT_EXCLUDES,
     DiscoveryOptions,
     discover,
@@ -31,10 +31,10 @@ from waferline.server.index.discovery import (
     is_test_path,
     read_source,
 )
-from waferline.server.index.store import FileRecord, IndexStore
-from waferline.server.index.symbols import Definition, Hit, Reference
-from waferline.server.index.tags import Point
-from waferline.server.index.text import identifier_terms, match_expression, query_terms
+from waferline.server.repository.store import FileRecord, IndexStore
+from waferline.server.repository.symbols import Definition, Hit, Reference
+from waferline.server.repository.tags import Point
+from waferline.server.repository.terms import identifier_terms, match_expression, query_terms
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from waferline.server.index.discovery import is_test_path
-from waferline.server.index.symbols import Definition, Reference
-from waferline.server.index.tags import Point
-from waferline.server.index.workspace import WorkspaceIndex
+from waferline.server.repository.discovery import is_test_path
+from waferline.server.repository.index import WorkspaceIndex
+from waferline.server.repository.symbols import Definition, Reference
+from waferline.server.repository.tags import Point
 
 KIND_ORDER = ("class", "struct", "interface", "enum", "type", "function", "method", "macro", "module")
 REFERENCE_KIND_ORDER = ("call", "class", "type", "import")

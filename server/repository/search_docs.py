@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from waferline.server.index.tags import FileTags
-from waferline.server.index.text import text_terms
+from waferline.server.repository.tags import FileTags
+from waferline.server.repository.terms import text_terms
 
 BODY_LINES = 30  # lines of a definition's code that go into its document
 BODY_CHARS = 1500

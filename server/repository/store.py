@@ -24,9 +24,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from waferline.server.index.documents import SearchDoc
-from waferline.server.index.tags import FileTags
-from waferline.server.index.text import text_terms
+from waferline.server.repository.search_docs import SearchDoc
+from waferline.server.repository.tags import FileTags
+from waferline.server.repository.terms import text_terms
+from waferline.server.syntax.languages import QUERY_PACKAGE, TAGS
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +69,16 @@ class FileRecord:
 
 
 # The modules whose code decides what a file's rows contain.
-EXTRACTOR_MODULES = ("tags.py", "documents.py", "text.py", "store.py", "builder.py")
+EXTRACTOR_MODULES = ("tags.py", "search_docs.py", "terms.py", "store.py", "builder.py")
 
 
 @cache
 def extractor_fingerprint() -> str:
     """Changes whenever the format, a tag query or the extraction code changes: an upgrade re-extracts every file."""
     h = hashlib.sha256(str(FORMAT_VERSION).encode())
-    queries = resources.files("waferline.server.index.queries")
-    entries = [e for e in queries.iterdir() if e.name.endswith(".scm")]
-    entries += [resources.files("waferline.server.index").joinpath(name) for name in EXTRACTOR_MODULES]
+    queries = resources.files(QUERY_PACKAGE)
+    entries = [e for e in queries.iterdir() if e.name.endswith(f".{TAGS}.scm")]
+    entries += [resources.files("waferline.server.repository").joinpath(name) for name in EXTRACTOR_MODULES]
     for entry in sorted(entries, key=lambda e: e.name):
         h.update(entry.name.encode() + entry.read_bytes())
     return h.hexdigest()[:16]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from waferline.server.index.tags import Range
+from waferline.server.repository.tags import Range
 
 
 @dataclass(frozen=True, slots=True)

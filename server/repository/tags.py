@@ -1,6 +1,6 @@
-"""Definitions and references of one file, found with the tree-sitter tag queries in queries/<name>-tags.scm.
+"""Definitions and references of one file, found with the tree-sitter tag queries (syntax/queries/<name>.tags.scm).
 
-A query file names what to find (capture conventions are written at the top of python-tags.scm); this module adds
+A query file names what to find (capture conventions are written at the top of python.tags.scm); this module adds
 what a query cannot say: which definition encloses each reference, which functions are methods, the signature
 (the definition's text up to its body), and the docstring or leading comment.
 
@@ -11,32 +11,15 @@ the server can hand them to an editor unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import NamedTuple
 
-from tree_sitter import Node, Query, QueryCursor
+from tree_sitter import Node, QueryCursor
 
-from waferline.server.index.text import clean_comment, clean_python_string
-from waferline.server.syntax.languages import language, parser_for
+from waferline.server.repository.terms import clean_comment, clean_python_string
+from waferline.server.syntax.languages import TAGS, load_query, parser_for
 
 Point = tuple[int, int]  # (line, UTF-16 column), zero-based
 Range = tuple[Point, Point]
-
-# LSP language id -> query file stem; languages without an entry are indexed for search only.
-QUERY_NAMES: dict[str, str] = {
-    "python": "python",
-    "javascript": "javascript",
-    "javascriptreact": "javascript",
-    "typescript": "typescript",
-    "typescriptreact": "tsx",
-    "go": "go",
-    "rust": "rust",
-    "lua": "lua",
-    "c": "c",
-    "cpp": "cpp",
-    "java": "java",
-}
 
 # A function defined directly inside one of these is a method of it.
 CLASS_KINDS = frozenset({"class", "struct", "interface", "enum", "scope"})
@@ -95,26 +78,6 @@ class FileTags:
     references: list[RefTag]
 
 
-@cache
-def tag_query(language_id: str) -> Query | None:
-    """The compiled tag query for a language id, or None when the language has no grammar or no query file."""
-    name = QUERY_NAMES.get(language_id)
-    lang = language(language_id)
-    if name is None or lang is None:
-        return None
-    return Query(lang, query_source(name))
-
-
-def query_source(name: str) -> str:
-    """The text of `<name>-tags.scm`, with the files named on a leading `; inherits: a,b` line placed first."""
-    text = resources.files("waferline.server.index.queries").joinpath(f"{name}-tags.scm").read_text("utf-8")
-    first = text.split("\n", 1)[0]
-    if first.startswith("; inherits:"):
-        parents = [p.strip() for p in first.split(":", 1)[1].split(",") if p.strip()]
-        text = "\n".join(query_source(p) for p in parents) + "\n" + text
-    return text
-
-
 class _Columns:
     """Converts tree-sitter byte columns to UTF-16 columns; free for ASCII files, per line otherwise."""
 
@@ -144,7 +107,7 @@ class _RawDef:
 
 def extract(source: bytes, language_id: str) -> FileTags:
     """Parse `source` and return its definitions (in document order) and references."""
-    query = tag_query(language_id)
+    query = load_query(language_id, TAGS)
     parser = parser_for(language_id)
     if query is None or parser is None:
         return FileTags([], [])

@@ -1,6 +1,7 @@
-"""Text helpers shared by tag extraction and search: cleaning comments and docstrings, splitting identifiers.
+"""The words the index keeps, without a parser: comments and docstrings as prose, identifiers as search terms.
 
-Kept apart from the tree-sitter code so that they can be tested and reused (search terms, hover) without a parser.
+Tag extraction (tags.py) cleans comments and docstrings here; search documents, queries and question evidence split
+identifiers into terms here. Kept apart from the tree-sitter code so that both can be tested without a parser.
 """
 
 from __future__ import annotations

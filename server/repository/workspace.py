@@ -1,6 +1,6 @@
 """The repository index as the server runs it: built in the background, kept current from the editor and the disk.
 
-On `initialized`, every workspace folder gets a `WorkspaceIndex` (server/index/), built on a thread of its own with
+On `initialized`, every workspace folder gets a `WorkspaceIndex` (index.py), built on a thread of its own with
 `$/progress` ("indexing 1,234 files") when the client accepts server-initiated progress. Lookups (hover, ask, the
 completion prompt's context) work during the build and see what is indexed so far. Afterwards:
 
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from waferline.server.index.discovery import TEXT_LANGUAGES
-from waferline.server.index.workspace import WorkspaceIndex
+from waferline.server.repository.discovery import TEXT_LANGUAGES
+from waferline.server.repository.index import WorkspaceIndex
 from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import EXTENSIONS
+from waferline.server.syntax.languages import EXTENSIONS, line_comment
 from waferline.server.syntax.plan import CompletionPlan, line_bounds
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ CONTEXT_SNIPPET_LINES = 8  # lines of a definition from another file shown to th
 CONTEXT_MAX_DEFINITIONS = 6
 CONTEXT_CACHE_ENTRIES = 64
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LINE_COMMENT = {"python": "#", "lua": "--"}  # the other indexed languages use //
 _progress_ids = itertools.count(1)
 
 
@@ -298,7 +297,8 @@ class Indexing:
 
     # -- completion context --------------------------------------------------------------------------------------
     def completion_context(self, uri: str) -> Callable[[str, CompletionPlan], list[Snippet]] | None:
-        """What inline.py calls for a document's completion prompt, or None when there is nothing to add."""
+        """What features/inline.py and code actions call for a document's completion prompt, or None when there is
+        nothing to add."""
         if not self.ls.options.repository_context:
             return None
         path = uri_to_path(uri)
@@ -326,7 +326,7 @@ class Indexing:
             return hit
         snippets = []
         budget = plan.context_budget
-        comment = _LINE_COMMENT.get(plan.language_id or "", "//")
+        comment = line_comment(plan.language_id)
         for d in index.definitions_for_names(names, exclude_path=path, limit=CONTEXT_MAX_DEFINITIONS):
             (start, _), (end, _) = d.range
             lines = index.source_lines(d.path, start, min(end, start + CONTEXT_SNIPPET_LINES - 1))

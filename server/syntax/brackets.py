@@ -9,7 +9,9 @@ plain-text documents.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from waferline.server.syntax.languages import line_comment
 
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {")": "(", "]": "[", "}": "{"}
@@ -26,18 +28,24 @@ class Lexis:
     triple_quotes: bool = False  # Python's \"\"\" and '''
 
 
+def _lexis(language_id: str, lexis: Lexis | None = None) -> Lexis:
+    """A language's Lexis: its line comment marker from the language table (languages.py), the rest as given."""
+    return replace(lexis or Lexis(), line_comment=(line_comment(language_id),))
+
+
+_TEMPLATES = Lexis(quotes="\"'`", multiline_quotes="`")  # JavaScript's template literals, Go's raw strings
 LEXIS: dict[str | None, Lexis] = {
-    "python": Lexis(("#",), None, "\"'", "", True),
-    "javascript": Lexis(quotes="\"'`", multiline_quotes="`"),
-    "javascriptreact": Lexis(quotes="\"'`", multiline_quotes="`"),
-    "typescript": Lexis(quotes="\"'`", multiline_quotes="`"),
-    "typescriptreact": Lexis(quotes="\"'`", multiline_quotes="`"),
-    "go": Lexis(quotes="\"'`", multiline_quotes="`"),
-    "rust": Lexis(quotes='"'),  # ' also starts lifetimes ('a), which never close
-    "lua": Lexis(("--",), ("--[[", "]]"), "\"'"),
-    "c": Lexis(),
-    "cpp": Lexis(),
-    "java": Lexis(),
+    "python": _lexis("python", Lexis(block_comment=None, triple_quotes=True)),
+    "javascript": _lexis("javascript", _TEMPLATES),
+    "javascriptreact": _lexis("javascriptreact", _TEMPLATES),
+    "typescript": _lexis("typescript", _TEMPLATES),
+    "typescriptreact": _lexis("typescriptreact", _TEMPLATES),
+    "go": _lexis("go", _TEMPLATES),
+    "rust": _lexis("rust", Lexis(quotes='"')),  # ' also starts lifetimes ('a), which never close
+    "lua": _lexis("lua", Lexis(block_comment=("--[[", "]]"))),
+    "c": _lexis("c"),
+    "cpp": _lexis("cpp"),
+    "java": _lexis("java"),
     None: Lexis((), None, "\"'`", "`"),  # plain text: only quotes are a safe guess
 }
 

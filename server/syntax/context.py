@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, QueryCursor
 
-from waferline.server.syntax.tree import Snapshot, load_query
+from waferline.server.syntax.languages import CONTEXT, load_query
+from waferline.server.syntax.tree import Snapshot
 from waferline.server.text import utf8_len
 
 SIBLING_BAND = 4096  # bytes before the window searched for sibling definitions
@@ -42,7 +43,7 @@ def select_context(
     def node_text(node: Node, end_byte: int | None = None) -> str:
         return src[node.start_byte : node.end_byte if end_byte is None else end_byte].decode("utf-8", "replace")
 
-    imports = load_query(lang, "import")
+    imports = load_query(lang, CONTEXT, ("import",))
     if imports is not None and lo_byte > 0:
         cursor = QueryCursor(imports)
         cursor.set_max_start_depth(1)
@@ -53,7 +54,7 @@ def select_context(
         if parts and len(joined) <= budget:
             out.append(Snippet("imports", joined, start_line=nodes[0].start_point[0]))
             budget -= len(joined)
-    definitions = load_query(lang, "definition")
+    definitions = load_query(lang, CONTEXT, ("definition",))
     if definitions is None:
         return out
     found: dict[int, Node] = {}

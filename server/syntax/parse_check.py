@@ -1,12 +1,18 @@
-"""The parse check of a completion: the syntax errors of the document with the completion applied.
+"""Parse checks: does a text put into a document add a syntax error? Two callers, two ways of asking.
 
-Two ways, same answer for the question asked (does the completion add an error):
+`ParseCheck` (finish_completion, on every model suggestion): the errors of the document with a completion applied,
+for cut points tried longest first, so it must be fast:
 - the whole document, re-parsed incrementally from a copy of its tree (any language);
 - for Python, only the whole statements around the cursor, parsed on their own. tree-sitter-python re-parses
   everything after an edit at the end of a block (its indentation scanner's state blocks subtree reuse): ~8 ms on a
   2,000-line file, where a region of a few statements takes well under a millisecond. Python parses indented
   statements on their own, so a method or a nested block is a valid region.
 Errors are reported in document bytes either way.
+
+`new_syntax_error` (the last check before a code action's edit goes out): the document with the edit applied may not
+gain a syntax error. Errors are compared by place: none may touch the new text, and the rest of the document may not
+have more than it had outside the replaced span. The whole document is parsed (on a helper thread), not a region: an
+edit that closes a bracket or a block can change how everything after it parses.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from tree_sitter import Node
 
 from waferline.server.syntax.languages import parser_for
 from waferline.server.syntax.tree import Snapshot, SyntaxError_, collect_errors, first_child_after
+from waferline.server.text import utf8_len
 
 REGION_MAX_BYTES = 16384  # a region bigger than this is narrowed to the block around the cursor, or not used
 
@@ -48,11 +55,42 @@ class ParseCheck:
 
     def _parse_region(self, region: bytes) -> list[SyntaxError_]:
         assert self.region is not None, "only a region check parses a region"
-        parser = parser_for(self.snap.language_id)
-        assert parser is not None, "a snapshot's language has a parser"
         shift = self.region[0]
-        errors = collect_errors(parser.parse(region).root_node, region)
+        errors = parse_errors(self.snap.language_id, region)
         return [SyntaxError_(e.start_byte + shift, e.end_byte + shift, e.missing) for e in errors]
+
+
+def parse_errors(language_id: str, source: bytes) -> list[SyntaxError_]:
+    """The syntax errors of `source` parsed from scratch."""
+    parser = parser_for(language_id)
+    assert parser is not None, f"no parser for {language_id}"
+    return collect_errors(parser.parse(source).root_node, source)
+
+
+def _touches(e: SyntaxError_, lo: int, hi: int) -> bool:
+    if e.start_byte == e.end_byte:  # a zero-width MISSING token
+        return lo <= e.start_byte <= hi
+    return e.start_byte < hi and e.end_byte > lo
+
+
+def new_syntax_error(language_id: str, text: str, start: int, end: int, new_text: str) -> str | None:
+    """Why replacing text[start:end] with `new_text` is refused (the line of the syntax error it would leave), or
+    None when the result has no syntax error the document did not already have elsewhere."""
+    old_source = text.encode("utf-8", "surrogatepass")
+    new_source = (text[:start] + new_text + text[end:]).encode("utf-8", "surrogatepass")
+    lo = utf8_len(text[:start])
+    old_hi, new_hi = lo + utf8_len(text[start:end]), lo + utf8_len(new_text)
+    after = parse_errors(language_id, new_source)
+    inside = [e for e in after if _touches(e, lo, new_hi)]
+    if inside:
+        line = new_source.count(b"\n", 0, inside[0].start_byte) + 1
+        return f"the result would leave a syntax error at line {line}"
+    before_outside = sum(1 for e in parse_errors(language_id, old_source) if not _touches(e, lo, old_hi))
+    if len(after) > before_outside:
+        first = after[0]
+        line = new_source.count(b"\n", 0, first.start_byte) + 1
+        return f"the result would add a syntax error at line {line}"
+    return None
 
 
 def _python_region(snap: Snapshot, cursor: int, line_end: int) -> tuple[int, int] | None:

@@ -17,7 +17,8 @@ from tree_sitter import Node, QueryCursor
 
 from waferline.server.syntax.brackets import CLOSERS, OPENERS, open_brackets, state_at_end
 from waferline.server.syntax.context import Snippet, select_context
-from waferline.server.syntax.tree import Snapshot, SyntaxTree, collect_errors, first_child_after, load_query
+from waferline.server.syntax.languages import CONTEXT, load_query
+from waferline.server.syntax.tree import Snapshot, SyntaxTree, collect_errors, first_child_after
 from waferline.server.text import utf8_len
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONTEXT_CHARS = 6000  # ~1,500 tokens of code
 DEFAULT_MAX_LINES = 16
 _EOL = re.compile(r"\r\n|\r|\n")
+LITERAL_CAPTURES = ("comment", "string", "code")  # what literal_at reads of the context query
 # A Python line that opens a block when it ends with ":" (a dict entry `"a":` does not).
 _PY_HEADER = re.compile(r"^\s*(async\s+)?(def|class|if|elif|else|for|while|try|except|finally|with|match|case)\b")
 _LUA_OPENER = re.compile(r"(\bthen|\bdo|\belse|\brepeat|\bfunction\b.*\))$")
@@ -179,7 +181,7 @@ def _should_complete(
 def literal_at(root: Node, cursor_byte: int, language_id: str, source: bytes) -> str | None:
     """ "comment" or "string" when the cursor is inside one (code nested in a string, like an f-string's `{x}`,
     is code again), else None."""
-    query = load_query(language_id, "literal")
+    query = load_query(language_id, CONTEXT, LITERAL_CAPTURES)
     if query is None:
         return None
     cursor = QueryCursor(query)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from waferline.server.syntax.brackets import CLOSERS, OPENERS, scan_brackets
-from waferline.server.syntax.check import ParseCheck
+from waferline.server.syntax.parse_check import ParseCheck
 from waferline.server.syntax.plan import CompletionPlan, indentation, is_word_char, line_bounds
 from waferline.server.syntax.tree import Snapshot, SyntaxError_, SyntaxTree
 from waferline.server.text import utf8_len

@@ -12,43 +12,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from importlib import resources
 
-from tree_sitter import Node, Parser, Query, Tree
+from tree_sitter import Node, Parser, Tree
 
-from waferline.server.syntax.languages import GRAMMARS, language, parser_for
+from waferline.server.syntax.languages import language, parser_for
 from waferline.server.text import TextChange, TextDocument
 
 log = logging.getLogger(__name__)
 
 MAX_PARSE_BYTES = 4 << 20  # 4 MiB: beyond this a document is completed as plain text (a parse would take ~1 s)
-
-# LSP language id -> the query file in server/syntax/queries/ (the React variants share their base language's)
-QUERY_FILES = {lang: GRAMMARS[lang][0].removeprefix("tree_sitter_") for lang in GRAMMARS}
-QUERY_FILES["typescriptreact"] = "typescript"
-
-
-def load_query(language_id: str, purpose: str | None = None) -> Query | None:
-    """The context query of a language, or None without one. Captures: @import, @definition.*, @comment, @string,
-    @code; `purpose` ("import", "definition", "literal") keeps only the captures that serve it."""
-    key = (language_id, purpose)
-    if key not in _QUERIES:
-        lang = language(language_id)
-        query = None
-        if lang is not None and language_id in QUERY_FILES:
-            src = resources.files("waferline.server.syntax.queries").joinpath(f"{QUERY_FILES[language_id]}.scm")
-            query = Query(lang, src.read_text(encoding="utf-8"))
-            keep = {"import": ("import",), "definition": ("definition",), "literal": ("comment", "string", "code")}
-            if purpose is not None:
-                names = {query.capture_name(i) for i in range(query.capture_count)}
-                for name in names:
-                    if not name.startswith(keep[purpose]):
-                        query.disable_capture(name)
-        _QUERIES[key] = query
-    return _QUERIES[key]
-
-
-_QUERIES: dict[tuple[str, str | None], Query | None] = {}
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
     assert result["statusReady"].startswith("waferline"), result["statusReady"]
     assert " ms" in result["statusAfter"], f"the status bar shows the last latency: {result['statusAfter']!r}"
 
-    from waferline.server.features import create_server
+    from waferline.server.handlers import create_server
 
     features = create_server().protocol.fm.features
     if "textDocument/hover" in features:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from waferline.server.actions.check import new_syntax_error
-from waferline.server.actions.compute import clean_docstring, extract_code, insert_missing_tokens, reindent
-from waferline.server.actions.targets import (
+from waferline.server.features.actions.compute import clean_docstring, extract_code, insert_missing_tokens, reindent
+from waferline.server.features.actions.targets import (
     COMPLETE_BODY,
     DOCSTRING,
     REGENERATE,
@@ -17,6 +16,7 @@ from waferline.server.actions.targets import (
     Target,
     find_targets,
 )
+from waferline.server.syntax.parse_check import new_syntax_error
 from waferline.server.syntax.tree import SyntaxTree
 
 

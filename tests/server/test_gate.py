@@ -10,10 +10,12 @@ from dataclasses import dataclass
 import pytest
 
 from waferline.engine.api import Completion
-from waferline.server.confidence import PRIOR, Calibration, features, load_calibration
-from waferline.server.inline import SuggestionCache, suggest
+from waferline.server.background import Background
+from waferline.server.document import Document
+from waferline.server.features.confidence import PRIOR, Calibration, features, load_calibration
+from waferline.server.features.inline import InlineCompletions
 from waferline.server.options import Options
-from waferline.server.syntax.tree import SyntaxTree
+from waferline.server.stats import Stats
 
 CIRCLE = """from dataclasses import dataclass
 import math
@@ -53,13 +55,9 @@ class StubWorker:
 def shown(document: str, cursor_marker: str | None, output: str, logprob: float, *, explicit: bool = False,
           **options: float) -> str | None:  # fmt: skip
     offset = len(document) if cursor_marker is None else document.index(cursor_marker)
-    s = asyncio.run(
-        suggest(
-            StubWorker(output, logprob), Options(**options), session_id="doc", language_id="python",  # type: ignore[arg-type]
-            text=document, offset=offset, syntax=SyntaxTree("python", document), cache=SuggestionCache(),
-            explicit=explicit,
-        )
-    )  # fmt: skip
+    inline = InlineCompletions(StubWorker(output, logprob), Stats(), {}, Background())  # type: ignore[arg-type]
+    snapshot = Document.open("doc", "python", document).snapshot()
+    s = asyncio.run(inline.suggest(snapshot, offset, Options(**options), explicit=explicit))
     return None if s is None else s.text
 
 
@@ -102,12 +100,9 @@ def test_an_engine_without_token_probabilities_is_not_gated() -> None:
         async def complete(self, request: object) -> Completion:
             return Completion(self.text, "stop_token")  # no token_logprobs: the engine cannot tell
 
-    s = asyncio.run(
-        suggest(
-            Silent("radius ** 2", 0.0), Options(min_confidence=0.99), session_id="d", language_id="python",  # type: ignore[arg-type]
-            text=doc, offset=len(doc), syntax=SyntaxTree("python", doc), cache=SuggestionCache(), explicit=False,
-        )
-    )  # fmt: skip
+    inline = InlineCompletions(Silent("radius ** 2", 0.0), Stats(), {}, Background())  # type: ignore[arg-type]
+    snapshot = Document.open("d", "python", doc).snapshot()
+    s = asyncio.run(inline.suggest(snapshot, len(doc), Options(min_confidence=0.99), explicit=False))
     assert s is not None and s.text == "radius ** 2" and s.confidence is None
 
 

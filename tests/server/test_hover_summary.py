@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from waferline.server.hover import clean_summary, summary_key, summary_prompt
-from waferline.server.index.symbols import Definition
+from waferline.server.features.hover import clean_summary, summary_key, summary_prompt
+from waferline.server.repository.symbols import Definition
 
 
 def definition(text: str, name: str, language: str, kind: str = "function") -> Definition:

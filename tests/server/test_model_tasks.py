@@ -13,9 +13,9 @@ from fixed_engine import FixedEngine
 from waferline.engine.chat import ChatTemplate, TemplateError, chat_prompt_ids, read_chat_template, render_chat
 from waferline.engine.checkpoint import load_model
 from waferline.engine.local import LocalEngine
-from waferline.server.ask import ground_answer
-from waferline.server.index.ask import Evidence
-from waferline.server.model_tasks import chat
+from waferline.server.features.ask import ground_answer
+from waferline.server.model_tasks import Budget, chat
+from waferline.server.repository.evidence import Evidence
 from waferline.server.stats import Stats
 from waferline.server.worker import Worker
 
@@ -79,12 +79,12 @@ def test_chat_runs_on_the_worker(chat_dir: Path) -> None:
         await worker.load(lambda: LocalEngine.load(str(chat_dir)))
         assert worker.can_chat()
         messages = [{"role": "user", "content": "What does apply_tax do?"}]
-        done = await chat(worker, "waferline/ask", messages, max_new_tokens=6, time_budget_s=30.0)
+        done = await chat(worker, "waferline/ask", messages, Budget(6, 30.0))
         assert done is not None and 0 < done.new_tokens <= 6 and done.prompt_tokens > 5
         await worker.load(lambda: FixedEngine("x"))
         assert not worker.can_chat(), "the test double is a completion-only model"
         with pytest.raises(ValueError, match="no chat template"):
-            await chat(worker, "waferline/ask", messages, max_new_tokens=4, time_budget_s=1.0)
+            await chat(worker, "waferline/ask", messages, Budget(4, 1.0))
         worker.close()
 
     asyncio.run(main())

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from waferline.server.index.discovery import DiscoveryOptions, discover, read_source
-from waferline.server.index.workspace import IndexOptions, WorkspaceIndex
+from waferline.server.repository.discovery import DiscoveryOptions, discover, read_source
+from waferline.server.repository.index import IndexOptions, WorkspaceIndex
 
 HAVE_GIT = shutil.which("git") is not None
 

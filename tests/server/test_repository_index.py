@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from waferline.server.index.store import FORMAT_VERSION
-from waferline.server.index.workspace import IndexOptions, WorkspaceIndex, cache_path, default_cache_dir, name_bonus
+from waferline.server.repository.index import IndexOptions, WorkspaceIndex, cache_path, default_cache_dir, name_bonus
+from waferline.server.repository.store import FORMAT_VERSION
 
 FIXTURE = Path(__file__).parent / "fixtures" / "repos" / "polyglot"
 OPTIONS = IndexOptions(use_git=False, workers=0)
@@ -281,7 +281,7 @@ def test_lookups_while_a_build_writes(repo: Path, cache: Path) -> None:
 
 
 def test_name_bonus() -> None:
-    from waferline.server.index.text import query_terms
+    from waferline.server.repository.terms import query_terms
 
     assert name_bonus("urlparse", set(query_terms("urlparse"))) == 1.0
     assert name_bonus("add_argument", set(query_terms("where is add_argument"))) == 1.0

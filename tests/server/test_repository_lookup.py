@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from waferline.server.index.ask import evidence_prompt, gather_evidence, render_evidence_markdown
-from waferline.server.index.hover import describe_symbol, inline_code, is_test_path, render_hover_markdown
-from waferline.server.index.text import identifiers
-from waferline.server.index.workspace import IndexOptions, WorkspaceIndex
+from waferline.server.repository.evidence import evidence_prompt, gather_evidence, render_evidence_markdown
+from waferline.server.repository.index import IndexOptions, WorkspaceIndex
+from waferline.server.repository.lookup import describe_symbol, inline_code, is_test_path, render_hover_markdown
+from waferline.server.repository.terms import identifiers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "repos" / "polyglot"
 

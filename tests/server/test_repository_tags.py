@@ -8,16 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waferline.server.index.builder import make_record
-from waferline.server.index.discovery import file_language
-from waferline.server.index.tags import QUERY_NAMES, extract, tag_query
-from waferline.server.index.text import (
+from waferline.server.repository.builder import make_record
+from waferline.server.repository.discovery import file_language
+from waferline.server.repository.tags import extract
+from waferline.server.repository.terms import (
     clean_comment,
     clean_python_string,
     identifier_terms,
     match_expression,
     query_terms,
 )
+from waferline.server.syntax.languages import LANGUAGES, TAGS, load_query
 
 REPO = Path(__file__).parent / "fixtures" / "repos" / "polyglot"
 
@@ -28,9 +29,9 @@ def tags_of(rel: str):
     return extract((REPO / rel).read_bytes(), language)
 
 
-@pytest.mark.parametrize("language_id", sorted(QUERY_NAMES))
+@pytest.mark.parametrize("language_id", sorted(LANGUAGES))
 def test_every_query_compiles(language_id: str) -> None:
-    assert tag_query(language_id) is not None
+    assert load_query(language_id, TAGS) is not None
 
 
 # (file, name, kind, container, a piece of the signature, a piece of the docstring)

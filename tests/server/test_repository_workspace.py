@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from waferline.server.index.workspace import IndexOptions, WorkspaceIndex
-from waferline.server.indexing import Indexing, _remove_path, uri_to_path, watched_globs
-from waferline.server.inline import prompt_prefix
+from waferline.server.features.inline import prompt_prefix
 from waferline.server.options import Options
+from waferline.server.repository.index import IndexOptions, WorkspaceIndex
+from waferline.server.repository.workspace import Indexing, _remove_path, uri_to_path, watched_globs
 from waferline.server.syntax.plan import plan_completion
 from waferline.server.syntax.tree import SyntaxTree
 

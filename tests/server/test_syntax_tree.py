@@ -7,7 +7,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waferline.server.syntax.tree import MAX_PARSE_BYTES, SyntaxTree, load_query
+from waferline.server.syntax.languages import CONTEXT, load_query
+from waferline.server.syntax.tree import MAX_PARSE_BYTES, SyntaxTree
 from waferline.server.text import TextDocument
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -77,6 +78,6 @@ def test_unknown_language_binary_and_huge_are_plain_text() -> None:
 def test_every_language_has_a_compiling_query() -> None:
     for language_id in ["python", "javascript", "javascriptreact", "typescript", "typescriptreact", "go", "rust",
                         "lua", "c", "cpp", "java"]:  # fmt: skip
-        for purpose in (None, "import", "definition", "literal"):
-            assert load_query(language_id, purpose) is not None, (language_id, purpose)
-    assert load_query("cobol") is None
+        for captures in ((), ("import",), ("definition",), ("comment", "string", "code")):
+            assert load_query(language_id, CONTEXT, captures) is not None, (language_id, captures)
+    assert load_query("cobol", CONTEXT) is None

@@ -22,7 +22,7 @@ from fixed_engine import FixedEngine
 from waferline.cli import serve as serve_cli
 from waferline.engine.api import Engine
 from waferline.server.app import WaferlineServer
-from waferline.server.features import create_server
+from waferline.server.handlers import create_server
 from waferline.server.options import Options
 from waferline.server.worker import build_engine
 

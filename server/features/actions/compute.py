@@ -9,9 +9,9 @@
   by the model (a chat prompt with the broken code when the model follows instructions, else fill-in-the-middle);
 - rewrite as instructed: a chat prompt, only with an instruction-following model.
 
-Whatever the model writes, `check.new_syntax_error` has the last word: an edit that would leave a syntax error the
-document did not have is refused with the line it would break. The document itself is never touched here; the
-caller turns the `Outcome` into one WorkspaceEdit.
+Whatever the model writes, `new_syntax_error` (syntax/parse_check.py) has the last word: an edit that would leave
+a syntax error the document did not have is refused with the line it would break. The document itself is never
+touched here; the caller turns the `Outcome` into one WorkspaceEdit.
 """
 
 from __future__ import annotations
@@ -24,21 +24,31 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from waferline.server.actions.check import new_syntax_error
-from waferline.server.actions.targets import COMPLETE_BODY, DOCSTRING, REGENERATE, REPAIR, REWRITE, Source, Target
-from waferline.server.inline import prompt_prefix
-from waferline.server.model_tasks import action_key, chat, infill
+from waferline.server.features.actions.targets import (
+    COMPLETE_BODY,
+    DOCSTRING,
+    REGENERATE,
+    REPAIR,
+    REWRITE,
+    Source,
+    Target,
+)
+from waferline.server.features.inline import prompt_prefix
+from waferline.server.model_tasks import Budget, action_key, chat, infill
 from waferline.server.syntax.languages import parser_for
+from waferline.server.syntax.parse_check import new_syntax_error
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import finish_completion, should_stop
 from waferline.server.syntax.tree import SyntaxTree
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
+    from waferline.server.options import Options
 
 PREFIX_CHARS = 4000  # around a docstring, and the context lines a chat prompt shows
 SUFFIX_CHARS = 1500
 CHAT_CONTEXT_LINES = 30
+DOCSTRING_TOKENS = 160  # at most, for a docstring
 _FENCE = re.compile(r"```[^\n]*\n(.*?)(?:\n```|$)", re.DOTALL)
 
 
@@ -53,6 +63,12 @@ class Outcome:
 
 def refuse(target: Target, reason: str) -> Outcome:
     return Outcome(target, None, target.end, reason)
+
+
+def action_budget(options: Options, *, max_new_tokens: int | None = None, temperature: float = 0.0) -> Budget:
+    """What one code action may write: `actionMaxTokens` (or fewer) within `actionTimeBudgetMs`."""
+    tokens = options.action_max_tokens if max_new_tokens is None else min(options.action_max_tokens, max_new_tokens)
+    return Budget(tokens, options.action_time_budget_ms / 1000.0, temperature)
 
 
 async def compute(
@@ -106,9 +122,8 @@ async def _infill_span(ls: WaferlineServer, uri: str, src: Source, target: Targe
         planned.context[:0] = await asyncio.to_thread(context, virtual, planned)
     temperature = ls.options.regenerate_temperature if target.kind == REGENERATE else 0.0
     completion = await infill(
-        ls.worker, action_key(uri), prefix=prompt_prefix(planned), suffix=planned.suffix,
-        max_new_tokens=ls.options.action_max_tokens, time_budget_s=ls.options.action_time_budget_ms / 1000.0,
-        temperature=temperature, should_stop=lambda partial: should_stop(partial, planned),
+        ls.worker, action_key(uri), prompt_prefix(planned), planned.suffix,
+        action_budget(ls.options, temperature=temperature), should_stop=lambda partial: should_stop(partial, planned),
     )  # fmt: skip
     if completion is None:
         return refuse(target, "superseded by a newer code action on this document")
@@ -137,10 +152,8 @@ async def _docstring(ls: WaferlineServer, uri: str, src: Source, target: Target)
             return '"""' in partial or partial.count("\n") >= target.max_lines
         return "\n" in partial
 
-    completion = await infill(
-        ls.worker, action_key(uri), prefix=prefix, suffix=suffix, max_new_tokens=min(ls.options.action_max_tokens, 160),
-        time_budget_s=ls.options.action_time_budget_ms / 1000.0, should_stop=stop,
-    )  # fmt: skip
+    budget = action_budget(ls.options, max_new_tokens=DOCSTRING_TOKENS)
+    completion = await infill(ls.worker, action_key(uri), prefix, suffix, budget, should_stop=stop)
     if completion is None:
         return refuse(target, "superseded by a newer code action on this document")
     if (stopped := _unavailable(target, completion.stop_reason)) is not None:
@@ -229,10 +242,7 @@ async def _chat_rewrite(ls: WaferlineServer, uri: str, src: Source, target: Targ
         )},
     ]  # fmt: skip
     try:
-        completion = await chat(
-            ls.worker, action_key(uri), messages, max_new_tokens=ls.options.action_max_tokens,
-            time_budget_s=ls.options.action_time_budget_ms / 1000.0,
-        )  # fmt: skip
+        completion = await chat(ls.worker, action_key(uri), messages, action_budget(ls.options))
     except ValueError as e:
         return refuse(target, str(e))
     if completion is None:

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from waferline.server.actions.compute import Outcome, compute, refuse
-from waferline.server.actions.targets import REPAIR, REWRITE, Source, Target, find_targets
+from waferline.server.features.actions.compute import Outcome, compute, refuse
+from waferline.server.features.actions.targets import REPAIR, REWRITE, Source, Target, find_targets
 
 if TYPE_CHECKING:
-    from waferline.server.app import Document, WaferlineServer
+    from waferline.server.app import WaferlineServer
+    from waferline.server.document import Document
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from waferline.server.syntax.languages import doc_comment
 from waferline.server.syntax.tree import SyntaxTree, collect_errors
 from waferline.server.text import utf8_len
 
@@ -23,44 +24,44 @@ REWRITE = "rewrite"
 
 
 @dataclass(frozen=True)
-class Grammar:
+class NodeTypes:
+    """The node types of a grammar that code actions look for (comment markers are in syntax/languages.py)."""
+
     functions: frozenset[str]
     classes: frozenset[str]
     containers: frozenset[str]  # nodes whose children are statements or members
     braces: bool  # a function body is `{ ... }`
-    comment: str  # line comment marker for a doc comment above a definition
     wrappers: frozenset[str] = frozenset()  # nodes that wrap a definition (`export`, decorators, templates)
 
 
-def _g(functions: str, classes: str, containers: str, braces: bool, comment: str, wrappers: str = "") -> Grammar:
-    """A Grammar from space-separated node type names."""
-    return Grammar(frozenset(functions.split()), frozenset(classes.split()), frozenset(containers.split()), braces,
-                   comment, frozenset(wrappers.split()))  # fmt: skip
+def _n(functions: str, classes: str, containers: str, braces: bool, wrappers: str = "") -> NodeTypes:
+    """NodeTypes from space-separated node type names."""
+    return NodeTypes(frozenset(functions.split()), frozenset(classes.split()), frozenset(containers.split()), braces,
+                     frozenset(wrappers.split()))  # fmt: skip
 
 
-_JS = _g(
+_JS = _n(
     "function_declaration method_definition function_expression arrow_function generator_function_declaration",
     "class_declaration abstract_class_declaration interface_declaration",
     "program statement_block class_body",
     True,
-    "//",
     "export_statement",
 )
-GRAMMARS: dict[str, Grammar] = {
-    "python": _g("function_definition", "class_definition", "module block", False, "#", "decorated_definition"),
+NODE_TYPES: dict[str, NodeTypes] = {
+    "python": _n("function_definition", "class_definition", "module block", False, "decorated_definition"),
     "javascript": _JS, "javascriptreact": _JS, "typescript": _JS, "typescriptreact": _JS,
-    "go": _g("function_declaration method_declaration func_literal", "type_declaration",
-             "source_file block statement_list", True, "//"),
-    "rust": _g("function_item", "struct_item enum_item trait_item impl_item", "source_file block declaration_list",
-               True, "///"),
-    "java": _g("method_declaration constructor_declaration",
+    "go": _n("function_declaration method_declaration func_literal", "type_declaration",
+             "source_file block statement_list", True),
+    "rust": _n("function_item", "struct_item enum_item trait_item impl_item", "source_file block declaration_list",
+               True),
+    "java": _n("method_declaration constructor_declaration",
                "class_declaration interface_declaration enum_declaration record_declaration",
-               "program block class_body constructor_body interface_body", True, "//"),
-    "c": _g("function_definition", "struct_specifier", "translation_unit compound_statement", True, "//"),
-    "cpp": _g("function_definition", "class_specifier struct_specifier",
-              "translation_unit compound_statement field_declaration_list declaration_list", True, "//",
+               "program block class_body constructor_body interface_body", True),
+    "c": _n("function_definition", "struct_specifier", "translation_unit compound_statement", True),
+    "cpp": _n("function_definition", "class_specifier struct_specifier",
+              "translation_unit compound_statement field_declaration_list declaration_list", True,
               "template_declaration"),
-    "lua": _g("function_declaration function_definition", "", "chunk block", False, "--"),
+    "lua": _n("function_declaration function_definition", "", "chunk block", False),
 }  # fmt: skip
 _PY_PLACEHOLDERS = ("pass", "...", "raise NotImplementedError", "raise NotImplementedError()")
 _RUST_PLACEHOLDERS = ("todo!()", "unimplemented!()")
@@ -85,7 +86,7 @@ class Source:
     def __init__(self, text: str, language_id: str, tree: SyntaxTree) -> None:
         self.text = text
         self.language_id = language_id
-        self.grammar = GRAMMARS.get(language_id)
+        self.nodes = NODE_TYPES.get(language_id)
         self.root = tree.root if tree.source == text.encode("utf-8", "surrogatepass") else None
         self.source = tree.source
 
@@ -164,8 +165,8 @@ def has_doc(src: Source, node: Node) -> bool:
 
 
 def outer_node(src: Source, node: Node) -> Node:
-    assert src.grammar is not None, "targets exist only for languages with a grammar table"
-    while node.parent is not None and node.parent.type in src.grammar.wrappers:
+    assert src.nodes is not None, "targets exist only for languages with a NODE_TYPES row"
+    while node.parent is not None and node.parent.type in src.nodes.wrappers:
         node = node.parent
     return node
 
@@ -200,7 +201,7 @@ def body_target(src: Source, fn: Node) -> Target | None:
         if params is None or last is None or last.type != "end":
             return None
         s, e = src.offset(params.end_byte), src.offset(last.start_byte)
-    elif src.grammar is not None and src.grammar.braces:
+    elif src.nodes is not None and src.nodes.braces:
         s, e = src.span(body)
         if src.text[s : s + 1] != "{" or src.text[e - 1 : e] != "}":
             return None
@@ -223,18 +224,19 @@ def doc_target(src: Source, node: Node) -> Target | None:
         at = src.line_start(src.offset(body.start_byte))
         return Target(DOCSTRING, title, s_node, e_node, at, at, src.indent_at(src.offset(body.start_byte)) + '"""',
                       '"""\n', 8)  # fmt: skip
-    assert src.grammar is not None
+    assert src.nodes is not None
     outer = outer_node(src, node)
     at = src.line_start(src.offset(outer.start_byte))
     s_outer, e_outer = src.span(outer)
-    return Target(DOCSTRING, title, at, e_outer, at, at, src.indent_at(s_outer) + src.grammar.comment + " ", "\n", 1)
+    marker = doc_comment(src.language_id)
+    return Target(DOCSTRING, title, at, e_outer, at, at, src.indent_at(s_outer) + marker + " ", "\n", 1)
 
 
 def statement_at(src: Source, byte: int) -> Node | None:
     """The innermost statement (or member) around a byte: a node whose parent holds statements."""
-    assert src.root is not None and src.grammar is not None
+    assert src.root is not None and src.nodes is not None
     node: Node | None = src.root.descendant_for_byte_range(byte, byte)
-    while node is not None and node.parent is not None and node.parent.type not in src.grammar.containers:
+    while node is not None and node.parent is not None and node.parent.type not in src.nodes.containers:
         node = node.parent
     if node is None or node.parent is None or node.type == "comment" or node.is_error:
         return None
@@ -250,7 +252,7 @@ def regenerate_target(src: Source, node: Node) -> Target:
 
 def repair_target(src: Source, lo: int, hi: int) -> Target | None:
     """The smallest statement around the first syntax error touching bytes [lo, hi]."""
-    assert src.root is not None and src.grammar is not None
+    assert src.root is not None and src.nodes is not None
     for err in collect_errors(src.root, src.source, 64):
         if err.end_byte < lo or err.start_byte > hi:
             continue
@@ -258,7 +260,7 @@ def repair_target(src: Source, lo: int, hi: int) -> Target | None:
         # the enclosing block)
         lo_err = err.start_byte - 1 if err.start_byte == err.end_byte and err.start_byte > 0 else err.start_byte
         node: Node | None = src.root.descendant_for_byte_range(lo_err, err.end_byte)
-        while node is not None and node.parent is not None and node.parent.type not in src.grammar.containers:
+        while node is not None and node.parent is not None and node.parent.type not in src.nodes.containers:
             node = node.parent
         if node is None or node.parent is None:  # the whole file is one error: the lines around the error instead
             s = src.line_start(src.offset(err.start_byte))
@@ -273,14 +275,14 @@ def repair_target(src: Source, lo: int, hi: int) -> Target | None:
 
 def rewrite_target(src: Source, start: int, end: int) -> Target | None:
     """The selection widened to whole nodes: the smallest node covering it, or the statements it touches."""
-    assert src.root is not None and src.grammar is not None
+    assert src.root is not None and src.nodes is not None
     lo, hi = src.byte(start), src.byte(end)
     cover: Node | None = src.root.descendant_for_byte_range(lo, hi)
     while cover is not None and not cover.is_named:
         cover = cover.parent
     if cover is None:
         return None
-    if cover.type in src.grammar.containers:
+    if cover.type in src.nodes.containers:
         touched = [c for c in cover.named_children if c.end_byte > lo and c.start_byte < hi]
         if not touched:
             return None
@@ -293,7 +295,7 @@ def rewrite_target(src: Source, start: int, end: int) -> Target | None:
 
 def find_targets(src: Source, start: int, end: int) -> list[Target]:
     """Every action the range [start, end) (str offsets; a cursor when equal) offers, most specific first."""
-    if src.root is None or src.grammar is None:
+    if src.root is None or src.nodes is None:
         return []
     lo, hi = src.byte(start), src.byte(end)
     out: list[Target] = []
@@ -302,10 +304,10 @@ def find_targets(src: Source, start: int, end: int) -> list[Target]:
     if src.root.has_error and (t := repair_target(src, line_lo, line_hi)) is not None:  # an error on these lines
         out.append(t)
     here = src.root.descendant_for_byte_range(lo, hi)
-    fn = enclosing(here, src.grammar.functions)
+    fn = enclosing(here, src.nodes.functions)
     if fn is not None and is_placeholder_body(src, fn) and (t := body_target(src, fn)) is not None:
         out.append(t)
-    documented = enclosing(here, src.grammar.functions | src.grammar.classes)
+    documented = enclosing(here, src.nodes.functions | src.nodes.classes)
     if documented is not None and not has_doc(src, documented) and (t := doc_target(src, documented)) is not None:
         out.append(t)
     if start == end or src.text.count("\n", start, end) == 0:

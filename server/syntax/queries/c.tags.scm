@@ -1,4 +1,4 @@
-; Tag queries for C. Capture conventions: see python-tags.scm. Prototypes in headers count as definitions
+; Tag queries for C. Capture conventions: see python.tags.scm. Prototypes in headers count as definitions
 ; because that is where C libraries keep their documentation comments.
 
 (function_definition declarator: (function_declarator declarator: (identifier) @name)) @definition.function

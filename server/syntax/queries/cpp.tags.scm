@@ -1,4 +1,4 @@
-; Tag queries for C++. Capture conventions: see python-tags.scm. `int Point::x() {...}` is a method of Point.
+; Tag queries for C++. Capture conventions: see python.tags.scm. `int Point::x() {...}` is a method of Point.
 
 (function_definition declarator: (function_declarator declarator: (identifier) @name)) @definition.function
 (function_definition declarator: (pointer_declarator declarator: (function_declarator declarator: (identifier) @name))) @definition.function

@@ -1,4 +1,4 @@
-; Tag queries for Go. Capture conventions: see python-tags.scm; @receiver names the type a method belongs to.
+; Tag queries for Go. Capture conventions: see python.tags.scm; @receiver names the type a method belongs to.
 
 (function_declaration name: (identifier) @name) @definition.function
 (method_declaration

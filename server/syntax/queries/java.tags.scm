@@ -1,4 +1,4 @@
-; Tag queries for Java. Capture conventions: see python-tags.scm.
+; Tag queries for Java. Capture conventions: see python.tags.scm.
 
 (class_declaration name: (identifier) @name) @definition.class
 (interface_declaration name: (identifier) @name) @definition.interface

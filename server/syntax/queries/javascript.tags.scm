@@ -1,4 +1,4 @@
-; Tag queries for JavaScript (also used for .jsx). Capture conventions: see python-tags.scm.
+; Tag queries for JavaScript (also used for .jsx). Capture conventions: see python.tags.scm.
 
 (function_declaration name: (identifier) @name) @definition.function
 (generator_function_declaration name: (identifier) @name) @definition.function

@@ -1,4 +1,4 @@
-; Tag queries for Lua. Capture conventions: see python-tags.scm; @receiver is the table a function is stored in.
+; Tag queries for Lua. Capture conventions: see python.tags.scm; @receiver is the table a function is stored in.
 
 (function_declaration name: (identifier) @name) @definition.function
 (function_declaration name: (dot_index_expression table: (identifier) @receiver field: (identifier) @name)) @definition.function

@@ -1,4 +1,4 @@
-; Tag queries for Rust. Capture conventions: see python-tags.scm; @scope with @name is an impl block: not a
+; Tag queries for Rust. Capture conventions: see python.tags.scm; @scope with @name is an impl block: not a
 ; definition itself, but the functions inside it are methods of that type.
 
 (function_item name: (identifier) @name) @definition.function

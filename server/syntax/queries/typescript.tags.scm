@@ -1,5 +1,5 @@
-; Tag queries for TypeScript. Capture conventions: see python-tags.scm.
-; Written in full rather than inherited from javascript-tags.scm: TypeScript names classes with type_identifier.
+; Tag queries for TypeScript. Capture conventions: see python.tags.scm.
+; Written in full rather than inherited from javascript.tags.scm: TypeScript names classes with type_identifier.
 
 (function_declaration name: (identifier) @name) @definition.function
 (generator_function_declaration name: (identifier) @name) @definition.function
