@@ -206,10 +206,7 @@ class WorkspaceIndex:
         if rel is None:
             return False
         self._overlay[rel] = text
-        data = text.encode("utf-8", "surrogatepass")
-        digest = content_hash(data)
-        if self.store.file_hashes_of([rel]).get(rel) != digest:
-            self.store.write([make_record(rel, data, digest)])
+        self._write_if_changed(rel, text.encode("utf-8", "surrogatepass"))
         return True
 
     def close_file(self, path: Path | str) -> bool:
@@ -229,10 +226,14 @@ class WorkspaceIndex:
         if data is None:
             self.store.write([], [rel])
             return False
+        self._write_if_changed(rel, data)
+        return True
+
+    def _write_if_changed(self, rel: str, data: bytes) -> None:
+        """Re-extract a file whose content is not the one its rows were extracted from."""
         digest = content_hash(data)
         if self.store.file_hashes_of([rel]).get(rel) != digest:
             self.store.write([make_record(rel, data, digest)])
-        return True
 
     def remove_file(self, path: Path | str) -> bool:
         """Forget a file (deleted, or didChangeWatchedFiles: deleted)."""
