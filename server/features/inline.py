@@ -228,7 +228,7 @@ class InlineCompletions:
         if s is not None and s.source == "model":
             self.stats.add_phases(timings)
         if s is not None and doc.text.version != snapshot.version:
-            s = None
+            s = None  # typed on while the model ran: the answer is cached for the next request, not shown here
         if s is None:
             self.stats.empty += 1
             return None
