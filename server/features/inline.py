@@ -25,8 +25,8 @@ from waferline.engine.api import Completion, EditRequest
 from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
 from waferline.server.features.confidence import features, load_calibration
+from waferline.server.features.prompt_lookup import line_candidates
 from waferline.server.options import Options
-from waferline.server.prompt_lookup import line_candidates
 from waferline.server.stats import Stats
 from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.languages import line_comment

@@ -1,5 +1,6 @@
 """Context for a completion from the document itself: imports above the window, headers of the enclosing
-definitions the window cut off, and the nearest sibling definitions before it (queries/*.scm say what is what).
+definitions the window cut off, and the nearest sibling definitions before it (queries/<name>.context.scm say what
+is what).
 
 Everything chosen here depends on the document outside the prefix/suffix window, so it stays the same while the
 user types inside the window, and the engine's cached prompt stays valid.

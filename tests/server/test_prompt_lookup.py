@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from waferline.server.prompt_lookup import line_candidates
+from waferline.server.features.prompt_lookup import line_candidates
 
 POINT = """class P:
     def __init__(self, x, y):
