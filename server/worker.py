@@ -32,10 +32,15 @@ class Worker:
         self._engine: Engine | None = None
         self._info: EngineInfo | None = None  # the engine's own description, taken on the engine thread at load
         self.load_error: str | None = None
-        self._loaded_once = asyncio.Event()  # set when the first load ends, either way: requests wait for it
+        # Clear while a load is under way, set when it ends either way: a request binds the engine it will run on
+        # when it is submitted, so it waits for a load that started before it (the first, or a reconfiguration).
+        self._ready = asyncio.Event()
+        self._loading = 0  # loads submitted and not ended
 
     async def load(self, factory: Callable[[], Engine]) -> str:
         """Build the engine on the engine thread (replacing any previous one); its description once ready."""
+        self._loading += 1
+        self._ready.clear()
 
         def work(_cancel: Callable[[], bool]) -> str:
             self._engine, self._info, self.load_error = None, None, None
@@ -52,14 +57,16 @@ class Worker:
         try:
             result = await asyncio.wrap_future(job.future)
         finally:
-            self._loaded_once.set()
+            self._loading -= 1
+            if self._loading == 0:
+                self._ready.set()
         if result is None:
             raise RuntimeError("superseded by a newer engine configuration")
         return str(result)
 
     async def settled(self) -> None:
-        """Wait until the engine's first load has ended, either way (an editor may ask as soon as it opens)."""
-        await self._loaded_once.wait()
+        """Wait until the engine's latest load has ended, either way (an editor may ask as soon as it opens)."""
+        await self._ready.wait()
 
     # -- requests ------------------------------------------------------------------------------------------------
     async def complete(self, request: EditRequest) -> Completion | None:
@@ -71,6 +78,7 @@ class Worker:
     async def precompute(self, request: EditRequest, *, document: str | None = None) -> Completion | None:
         """Like `complete`, but only while the engine has nothing else to do: any regular request preempts it, and a
         regular request for `document` supersedes it (the request may use a KV session of its own)."""
+        await self.settled()
         key = document or request.session_id
         return await self._submit(key, "complete", request, refused_empty=True, idle=True)
 
