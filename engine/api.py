@@ -62,7 +62,7 @@ class Completion:
     timings: dict[str, float] = field(default_factory=dict)
     # The model's own confidence, which the server calibrates (server/features/confidence.py): the natural-log
     # probability of each generated token, and of the stop token that ended the text when one did. An engine that
-    # cannot tell leaves them empty and None (the server then judges the text by its other features).
+    # cannot tell leaves them empty and None (the server then does not gate its suggestions).
     token_logprobs: list[float] = field(default_factory=list)
     stop_logprob: float | None = None
     chosen: str = "model"  # "model": the engine's own text; "candidate": one of the request's candidates

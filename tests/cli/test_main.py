@@ -27,3 +27,12 @@ def test_a_bad_value_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -
     assert main(["bench-syntax", "--keys", "0"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == "waferline bench-syntax: error: --keys must be at least 1, got 0\n"
+
+
+def test_help_loads_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; from waferline.cli.main import build_parser; build_parser(); print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False", "a subcommand imports torch at module level: `waferline --help` slows down"
