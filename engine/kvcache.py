@@ -6,7 +6,8 @@ difference is prefilled. A `SessionPool` keys sessions by a string (the server u
 bytes their caches hold, and evicts whole sessions, least recently used first.
 
 Invariant: `session.tokens` lists exactly the ids whose keys and values sit in `session.kv`, in order
-(`len(session.tokens) == session.kv.length`); only `Session.forward`, `Session.prepare` and `Session.truncate` change either.
+(`len(session.tokens) == session.kv.length`); only `Session.forward`, `Session.prepare` and `Session.truncate`
+change either.
 """
 
 from __future__ import annotations
