@@ -1,10 +1,10 @@
 """The `waferline` command: one entry point for the subcommands in waferline.cli and waferline.benchmarks.
 
-Each subcommand module exposes `add_arguments(parser)` and `run(args) -> int` and keeps heavy imports (torch
-and the model code) inside `run`, so that `waferline --help` stays quick. Errors a user can fix (a bad path, a bad
-checkpoint, an unknown preset) are raised as ValueError or OSError with a message naming the file or value; they are printed as
-one line without a traceback (set WAFERLINE_DEBUG=1 for the traceback). `python -m waferline.cli` is the same
-command, as the editor clients start it from a chosen interpreter.
+Each subcommand module exposes `add_arguments(parser)` and `run(args) -> int` and keeps heavy imports (torch and the
+model code) inside `run`, so that `waferline --help` stays quick. Errors a user can fix (a bad path, a bad
+checkpoint, an unknown preset) are raised as ValueError or OSError with a message naming the file or value; they
+are printed as one line without a traceback (set WAFERLINE_DEBUG=1 for the traceback). `python -m waferline.cli` is
+the same command, as the editor clients start it from a chosen interpreter.
 """
 
 from __future__ import annotations
