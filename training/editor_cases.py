@@ -23,7 +23,7 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,9 +72,11 @@ def _code_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def code_line_cases(files: Sequence[SourceFile], n: int, seed: int, *, max_chars: int = 120) -> list[EditorCase]:
-    """n cursors inside code lines of random files; the rest of the line is the expected completion."""
-    rng = random.Random(f"editor-line-{seed}")
+def _draw(
+    files: Sequence[SourceFile], n: int, rng: random.Random, make: Callable[[SourceFile, int, str], EditorCase | None]
+) -> list[EditorCase]:
+    """Up to n cases: a random file, a random code line of it (start offset, line), and `make` turns it into a case
+    or refuses it (None); at most 20 draws per case."""
     lines_of = {f.rel_path: _code_lines(f.text) for f in files}
     out: list[EditorCase] = []
     attempts = 0
@@ -84,36 +86,38 @@ def code_line_cases(files: Sequence[SourceFile], n: int, seed: int, *, max_chars
         if not lines_of[f.rel_path]:
             continue
         start, line = rng.choice(lines_of[f.rel_path])
+        case = make(f, start, line)
+        if case is not None:
+            out.append(case)
+    return out
+
+
+def code_line_cases(files: Sequence[SourceFile], n: int, seed: int, *, max_chars: int = 120) -> list[EditorCase]:
+    """n cursors inside code lines of random files; the rest of the line is the expected completion."""
+    rng = random.Random(f"editor-line-{seed}")
+
+    def make(f: SourceFile, start: int, line: str) -> EditorCase | None:
         body = line.rstrip()
         indent = len(line) - len(line.lstrip())
         if len(body) - indent < 3 or len(body) - indent > max_chars:
-            continue
-        col = rng.randrange(indent + 1, len(body))
-        cursor = start + col
-        end = start + len(line)
-        expected = f.text[cursor : start + len(body)]
-        document = f.text[:cursor] + f.text[end:]
-        out.append(EditorCase("line", f.rel_path, document, cursor, expected))
-    return out
+            return None
+        cursor = start + rng.randrange(indent + 1, len(body))
+        document = f.text[:cursor] + f.text[start + len(line) :]
+        return EditorCase("line", f.rel_path, document, cursor, f.text[cursor : start + len(body)])
+
+    return _draw(files, n, rng, make)
 
 
 def blank_line_cases(files: Sequence[SourceFile], n: int, seed: int, *, max_chars: int = 120) -> list[EditorCase]:
     """n code lines emptied; the cursor at the start of the blank line, the whole line expected."""
     rng = random.Random(f"editor-blank-{seed}")
-    lines_of = {f.rel_path: _code_lines(f.text) for f in files}
-    out: list[EditorCase] = []
-    attempts = 0
-    while files and len(out) < n and attempts < 20 * n:
-        attempts += 1
-        f = rng.choice(files)
-        if not lines_of[f.rel_path]:
-            continue
-        start, line = rng.choice(lines_of[f.rel_path])
+
+    def make(f: SourceFile, start: int, line: str) -> EditorCase | None:
         if len(line.rstrip()) > max_chars:
-            continue
-        document = f.text[:start] + f.text[start + len(line) :]
-        out.append(EditorCase("blank", f.rel_path, document, start, line.rstrip()))
-    return out
+            return None
+        return EditorCase("blank", f.rel_path, f.text[:start] + f.text[start + len(line) :], start, line.rstrip())
+
+    return _draw(files, n, rng, make)
 
 
 def read_humaneval(path: Path | None = None) -> list[dict[str, Any]]:
