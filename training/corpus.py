@@ -1,4 +1,4 @@
-"""Third-party training code: the distributions of ../shared/corpus/train.txt, fetched at training time only.
+"""Third-party training code: the distributions pinned in training/corpus-pins.txt, fetched at training time only.
 
 `fetch` runs `pip download --no-deps` for each name (pinned by training/corpus-pins.txt when it lists the name, so a
 rebuild reads the same files), `build` reads each archive's metadata, keeps only distributions whose licence is
@@ -30,7 +30,7 @@ from waferline.training.licences import licence_of, read_metadata
 log = logging.getLogger("waferline.training")
 
 PINS = Path(__file__).with_name("corpus-pins.txt")
-EVAL_PINS = Path(__file__).with_name("eval-pins.txt")  # ../shared/corpus/eval.txt: evaluated on, never trained on
+EVAL_PINS = Path(__file__).with_name("eval-pins.txt")  # evaluated on, never trained on (docs/corpus.md)
 HELD_OUT_DIST_PERCENT = 8  # whole distributions kept out of training: the split "by distribution"
 HELD_OUT_FILE_PERCENT = 2  # whole files of the other distributions: the split "by file"
 # Folders that hold someone else's code copied in (the copy's own project may be in the list, or not allowed).
