@@ -1,7 +1,8 @@
 """Which licence a PyPI distribution declares, and whether the project may train on it.
 
-The corpus keeps only permissive licences (the project's corpus rules, docs/corpus.md): MIT, BSD, Apache-2.0, PSF, ISC, Unlicense,
-0BSD and public domain. A distribution says what it is under in three places of its metadata, read in this order:
+The corpus keeps only permissive licences (the project's corpus rules, docs/corpus.md): MIT, BSD, Apache-2.0, PSF,
+ISC, Unlicense, 0BSD and public domain. A distribution says what it is under in three places of its metadata, read
+in this order:
 `License-Expression` (an SPDX expression, PEP 639), the `License :: ...` trove classifiers, and the free-text
 `License` field (a name, or the whole licence text). Anything not recognised as one of the permissive licences is
 refused: a wrong "no" costs a few files, a wrong "yes" puts code in the model that must not be there.
