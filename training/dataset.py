@@ -91,5 +91,13 @@ class RowSampler:
         if epoch != self._epoch:
             g = torch.Generator().manual_seed(self.seed * 1000 + epoch)
             self._order, self._epoch = torch.randperm(self.rows.shape[0], generator=g), epoch
-        rows = self.rows[self._order[i * self.batch_size : (i + 1) * self.batch_size]]  # (B, seq_len + 1)
+        rows = self.rows[self._order[i * self.batch_size : (i + 1) * self.batch_size]].long()  # (B, seq_len + 1)
         return rows[:, :-1], rows[:, 1:]
+
+
+def compact(rows: Tensor) -> Tensor:
+    """Token rows in int16 when every id fits (vocabularies under 32,768), else as they are: a quarter of int64's
+    bytes, so that a run's prepared data (30M tokens: 60 MB) can travel to a machine with a GPU and no network."""
+    if rows.numel() and int(rows.max()) < 2**15 and int(rows.min()) >= 0:
+        return rows.to(torch.int16)
+    return rows

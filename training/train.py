@@ -24,7 +24,7 @@ from waferline.engine.tokenizer import Tokenizer
 from waferline.training.artifacts import append_csv, export_model, load_state, plot_losses, save_state, truncate_csv
 from waferline.training.bpe import VOCAB_SIZE, chars_per_token, train_tokenizer
 from waferline.training.data import HELD_OUT_PERCENT, Corpus, load_corpus
-from waferline.training.dataset import ExampleConfig, RowSampler, build_examples, pack_rows
+from waferline.training.dataset import ExampleConfig, RowSampler, build_examples, compact, pack_rows
 from waferline.training.model import TrainableLM
 
 log = logging.getLogger("waferline.training")
@@ -112,7 +112,7 @@ def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]
     if rows_path.is_file():
         saved = torch.load(rows_path)
         val = saved["val"] if isinstance(saved["val"], dict) else {"files": saved["val"]}
-        return tokenizer, saved["train"], val, saved["info"]
+        return tokenizer, saved["train"], {k: v.long() for k, v in val.items()}, saved["info"]
     corpus = corpus or load_training_corpus(cfg)
     ex_cfg = ExampleConfig(seq_len=cfg.seq_len, fim_rate=cfg.fim_rate, passes=cfg.passes)
     t0 = time.time()
@@ -131,7 +131,8 @@ def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]
         "held_out_chars_per_token": chars_per_token(tokenizer._tk, (f.text for f in corpus.held_out)),
     }
     log.info("examples built in %.0f s: %s", time.time() - t0, info)
-    torch.save({"train": train_rows, "val": val_rows, "info": info}, str(rows_path) + ".tmp")
+    stored = {"train": compact(train_rows), "val": {k: compact(v) for k, v in val_rows.items()}, "info": info}
+    torch.save(stored, str(rows_path) + ".tmp")
     os.replace(str(rows_path) + ".tmp", rows_path)
     return tokenizer, train_rows, val_rows, info
 
