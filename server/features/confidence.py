@@ -46,7 +46,9 @@ class Calibration:
         return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Calibration:
+    def from_dict(cls, data: object) -> Calibration:
+        if not isinstance(data, Mapping):
+            raise ValueError("a confidence calibration is a JSON object")
         weights = data.get("weights")
         bias = data.get("bias")
         if not isinstance(weights, dict) or not isinstance(bias, int | float):

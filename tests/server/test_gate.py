@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +119,17 @@ def test_calibration_files_are_checked() -> None:
         Calibration.from_dict({"weights": {"nonsense": 1.0}, "bias": 0.0})
     with pytest.raises(ValueError, match="needs 'weights'"):
         Calibration.from_dict({"bias": 0.0})
+    with pytest.raises(ValueError, match="a JSON object"):
+        Calibration.from_dict([1, 2])
+
+
+def test_a_broken_calibration_file_falls_back_to_the_prior(tmp_path: Path) -> None:
+    for text in ("{not json", "[1, 2]", '{"weights": {"mean_logprob": "x"}, "bias": 0}'):
+        path = tmp_path / "confidence.json"
+        path.write_text(text)
+        load_calibration.cache_clear()
+        assert load_calibration(path) is PRIOR, text
+    load_calibration.cache_clear()
     assert Calibration.from_dict(PRIOR.to_dict()).confidence({"mean_logprob": -1.0}) == PRIOR.confidence(
         {"mean_logprob": -1.0}
     )
