@@ -38,6 +38,8 @@ class Stats:
     cache_answers: int = 0  # answered from the typed-through or precomputed cache, without the model
     accepted: int = 0  # suggestions the editor reported as accepted (the item's command)
     precomputed: int = 0  # suggestions computed while idle, on the assumption that the shown one is accepted
+    held_back: int = 0  # suggestions the model wrote that the confidence gate did not show (minConfidence)
+    copied: int = 0  # suggestions the engine took from the server's prompt-lookup candidates
     errors: int = 0  # requests answered with an error (bad input)
     generations: int = 0  # model runs that finished (not superseded)
     prompt_tokens_total: int = 0
@@ -83,8 +85,8 @@ class Stats:
                 k: getattr(self, k)
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
-                    "precomputed", "errors", "generations", "prompt_tokens_total", "prefilled_tokens_total",
-                    "new_tokens_total",
+                    "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
+                    "prefilled_tokens_total", "new_tokens_total",
                 )
             }  # fmt: skip
             decode_s = self.decode_s_total

@@ -304,9 +304,12 @@ class InlineCompletions:
         threshold = options.min_confidence_invoked if explicit else options.min_confidence
         if confidence is not None and confidence < threshold:
             log.debug("suggestion %r hidden: confidence %.3f < %.3f", finished.insert_text, confidence, threshold)
+            self.stats.held_back += 1
             return None
         if confidence is None or confidence >= options.min_confidence:  # the cache answers automatic requests too
             cache.remember(text, offset, finished.insert_text, finished.replace_end_offset)
+        if completion.chosen == "candidate":
+            self.stats.copied += 1
         return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
 
     async def _precompute(self, snapshot: DocumentSnapshot, shown: Suggestion, options: Options) -> None:

@@ -133,3 +133,21 @@ def test_a_broken_calibration_file_falls_back_to_the_prior(tmp_path: Path) -> No
     assert Calibration.from_dict(PRIOR.to_dict()).confidence({"mean_logprob": -1.0}) == PRIOR.confidence(
         {"mean_logprob": -1.0}
     )
+
+
+def test_held_back_and_copied_suggestions_are_counted() -> None:
+    doc = CIRCLE.rstrip("\n")
+    stats = Stats()
+
+    class Copying(StubWorker):
+        async def complete(self, request: object) -> Completion:
+            done = await super().complete(request)
+            done.chosen = "candidate"
+            return done
+
+    for worker, minimum in ((StubWorker("radius ** 2", math.log(0.01)), 0.3), (Copying("radius ** 2", SURE), 0.0)):
+        inline = InlineCompletions(worker, stats, {}, Background())  # type: ignore[arg-type]
+        snapshot = Document.open("doc", "python", doc).snapshot()
+        asyncio.run(inline.suggest(snapshot, len(doc), Options(min_confidence=minimum), explicit=False))
+    assert stats.held_back == 1 and stats.copied == 1
+    assert {"held_back": 1, "copied": 1}.items() <= stats.snapshot().items()
