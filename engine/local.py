@@ -121,7 +121,7 @@ class LocalEngine:
             should_cancel=should_cancel,
         )
         completion = _completion(result)
-        if request.candidates and result.stop_reason != "cancelled":
+        if request.candidates and result.stop_reason != "cancelled" and not should_cancel():
             prompt = healing.prompt if healing is not None else ids
             return self._prefer_candidate(session, prompt, healing, request, completion)
         return completion
