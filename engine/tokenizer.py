@@ -43,6 +43,13 @@ def _is_control(added: dict[str, Any]) -> bool:
     return bool(added.get("special")) or bool(_CONTROL_LOOK.match(added.get("content", "")))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str every such code point stands alone
+
+
+def without_lone_surrogates(text: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 class Tokenizer:
     """A `tokenizers.Tokenizer` with waferline's conventions (see the module docstring)."""
 
@@ -80,9 +87,13 @@ class Tokenizer:
 
     # -- text <-> ids --------------------------------------------------------------------------------------------------
     def encode(self, text: str, *, add_special_tokens: bool = False, parse_special: bool = False) -> list[int]:
-        """Token ids of `text`. Control-token strings inside `text` stay text unless `parse_special` is set."""
+        """Token ids of `text`. Control-token strings inside `text` stay text unless `parse_special` is set.
+
+        A lone surrogate (a JSON text may carry "\\ud800", and Python keeps it) cannot become UTF-8, which the
+        tokenizers library needs: it is encoded as U+FFFD, the replacement character, so such a document still
+        completes (the document's own text is not changed)."""
         tk = self._tk if parse_special else self._text_tk
-        return list(tk.encode(text, add_special_tokens=add_special_tokens).ids)
+        return list(tk.encode(without_lone_surrogates(text), add_special_tokens=add_special_tokens).ids)
 
     def encode_infix(self, text: str) -> list[int]:
         """Encode text that continues other text: without the word-start marker that SentencePiece-style

@@ -183,6 +183,8 @@ class WaferlineServer(LanguageServer):
             else:
                 doc.text.apply_change(None, change.text, params.text_document.version)
                 doc.syntax.replace(change.text)
+        # The version is the document's after the changes, even when there are none (LSP's VersionedTextDocument).
+        doc.text.version = params.text_document.version
 
     def close_document(self, uri: str) -> None:
         if self.documents.pop(uri, None) is not None:

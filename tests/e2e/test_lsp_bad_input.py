@@ -171,3 +171,16 @@ async def test_model_that_cannot_load_is_reported_and_requests_answered() -> Non
             types.DidChangeConfigurationParams(settings={"waferline": {"model": None}})
         )
         await assert_still_serving(client)
+
+
+async def test_a_change_without_content_changes_still_moves_the_version() -> None:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        open_doc(client, URI, SOURCE)
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2), content_changes=[]
+            )
+        )
+        state = await document_state(client, URI)
+        assert state["version"] == 2 and state["sha256"] == sha(SOURCE)
+        await assert_still_serving(client)

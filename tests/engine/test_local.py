@@ -87,3 +87,12 @@ def test_the_first_plausible_candidate_wins() -> None:
     weak, good, better = Scored("a", [-4.0], -4.0), Scored("b", [-1.0, -2.0], -1.0), Scored("c", [-0.1], -0.1)
     assert preferred([weak, good, better]) is good  # the server's order, not the best score
     assert preferred([weak]) is None and preferred([]) is None  # implausible, or nothing to copy
+
+
+def test_a_lone_surrogate_in_the_document_still_completes(engine: LocalEngine) -> None:
+    """Editors can send "\\ud800" in JSON; the tokenizer takes it as U+FFFD instead of failing the request."""
+    request = EditRequest(session_id="sur", prefix='s = "\ud800"\nx = ', suffix="\n", max_new_tokens=4)
+    done = engine.complete(request, lambda: False)
+    assert done.stop_reason in ("max_tokens", "stop_token", "stop_rule") and done.prompt_tokens > 0
+    tk = engine.loaded.tokenizer
+    assert tk.encode("\ud800") == tk.encode("\ufffd") and tk.encode("\U0001f600") != tk.encode("\ufffd")
