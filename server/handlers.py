@@ -19,6 +19,7 @@ from waferline.server.features.ask import ASK_COMMAND, ASK_METHOD, ask
 from waferline.server.features.hover import hover as hover_at
 from waferline.server.features.inline import Suggestion, advance
 from waferline.server.options import SECTION, Options
+from waferline.server.text import PositionError
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,14 @@ def suggestion_range(doc: Document, s: Suggestion, position: types.Position) -> 
     """The range a suggestion replaces: from the cursor over the characters it supersedes (an auto-closed `)`).
     Computed from the snapshot the suggestion was made for, so later edits cannot shift it."""
     replaced = doc.text.text[s.offset : s.replace_end]
-    end = advance(position.line, position.character, replaced, doc.text.encoding)
-    return types.Range(start=position, end=types.Position(line=end[0], character=end[1]))
+    try:  # the cursor as the server read it: past a line's end is its end, (line_count, 0) the document's end
+        line, character = doc.text.position_at(doc.text.offset_at(position.line, position.character))
+    except PositionError:  # the text changed under the request: the client's own position
+        line, character = position.line, position.character
+    end = advance(line, character, replaced, doc.text.encoding)
+    return types.Range(
+        start=types.Position(line=line, character=character), end=types.Position(line=end[0], character=end[1])
+    )
 
 
 def accept_command(uri: str, s: Suggestion) -> types.Command:

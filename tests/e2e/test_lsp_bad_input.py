@@ -184,3 +184,16 @@ async def test_a_change_without_content_changes_still_moves_the_version() -> Non
         state = await document_state(client, URI)
         assert state["version"] == 2 and state["sha256"] == sha(SOURCE)
         await assert_still_serving(client)
+
+
+async def test_shown_ranges_lie_inside_the_document() -> None:
+    """A cursor past a line's end, or at (line_count, 0), is answered with a range at the point the server used."""
+    text = "def f(x):\n    return "
+    async with lsp_session("vscode", fixed_text="x + 1") as client:
+        open_doc(client, URI, text)
+        for position, start in (((1, 40), (1, 11)), ((2, 0), (1, 11)), ((1, 11), (1, 11))):
+            items = await inline(client, URI, types.Position(line=position[0], character=position[1]))
+            assert [i.insert_text for i in items] == ["x + 1"], position
+            rng = items[0].range
+            assert rng is not None and (rng.start.line, rng.start.character) == start, position
+            assert (rng.end.line, rng.end.character) == start, position
