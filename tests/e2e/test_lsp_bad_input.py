@@ -197,3 +197,16 @@ async def test_shown_ranges_lie_inside_the_document() -> None:
             rng = items[0].range
             assert rng is not None and (rng.start.line, rng.start.character) == start, position
             assert (rng.end.line, rng.end.character) == start, position
+
+
+@pytest.mark.parametrize(
+    "start", [{"line": -1, "character": 0}, {"line": 1.5, "character": 0}, {"line": 0}, {"line": True, "character": 0}]
+)
+async def test_a_code_action_with_a_bad_range_is_invalid_params(start: dict) -> None:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        open_doc(client, URI, SOURCE)
+        action = {"title": "x", "data": {"textDocument": {"uri": URI}, "range": {"start": start, "end": start}}}
+        with pytest.raises(JsonRpcException) as info:
+            await raw_request(client, types.CODE_ACTION_RESOLVE, action)
+        assert info.value.code == types.ErrorCodes.InvalidParams, info.value
+        await assert_still_serving(client)

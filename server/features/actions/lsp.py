@@ -58,16 +58,23 @@ def _get(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
+def position_param(value: Any) -> types.Position:
+    """An LSP Position from a client's JSON; InvalidParams unless line and character are unsigned integers."""
+    line, character = _get(value, "line"), _get(value, "character")
+    for name, n in (("line", line), ("character", character)):
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < 2**31:
+            raise JsonRpcInvalidParams(f"a position's {name} must be an unsigned integer, got {n!r}")
+    return types.Position(line=line, character=character)
+
+
 def parse_data(ls: WaferlineServer, data: Any, kind: str | None = None) -> ActionData:
     """An action's data or a command's argument; InvalidParams when it is not one."""
     text_document = _get(data, "textDocument")
     if text_document is not None and _get(data, "range") is not None:  # {"textDocument", "range"} from a client
         doc = ls.document(str(_get(text_document, "uri")))
         rng = _get(data, "range")
-        start = ls.offset_of(doc, types.Position(line=_get(_get(rng, "start"), "line"),
-                                                 character=_get(_get(rng, "start"), "character")))  # fmt: skip
-        end = ls.offset_of(doc, types.Position(line=_get(_get(rng, "end"), "line"),
-                                               character=_get(_get(rng, "end"), "character")))  # fmt: skip
+        start = ls.offset_of(doc, position_param(_get(rng, "start")))
+        end = ls.offset_of(doc, position_param(_get(rng, "end")))
         data = {"kind": kind, "uri": doc.uri, "version": doc.text.version, "start": start, "end": end,
                 "instruction": _get(data, "instruction")}  # fmt: skip
     try:
