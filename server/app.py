@@ -13,13 +13,13 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.protocol.json_rpc import JsonRPCNotification
 
 from waferline.engine.api import Engine
 from waferline.server.background import Background
@@ -58,17 +58,30 @@ class WaferlineProtocol(LanguageServerProtocol):
             yield handler, (params,), None
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        # json.loads calls this for every object in a message, innermost first, so an object inside `params` that
+        # looks like a message passes through here too: a failure is only marked, and answered (below) when the
+        # marked object turns out to be the whole message, never for an id the client did not send as a request.
         try:
             return super().structure_message(data)
         except JsonRpcException:
-            method = data.get("method")
-            if "id" in data and method is not None:
-                error = JsonRpcInvalidParams(f"malformed params for {method}: they do not match the LSP types")
-                self._send_response(data["id"], error=error.to_response_error())
-            else:
-                log.error("dropped a malformed %s notification", method)
-            # A notification no handler knows: pygls logs it and moves on to the next message.
-            return JsonRPCNotification(method="$/waferline/malformed", jsonrpc="2.0", params=None)
+            return Unreadable(data.get("id"), data.get("method"))
+
+    def handle_message(self, message: Any) -> None:
+        if not isinstance(message, Unreadable):
+            super().handle_message(message)
+        elif message.id is not None and message.method is not None:
+            error = JsonRpcInvalidParams(f"malformed params for {message.method}: they do not match the LSP types")
+            self._send_response(message.id, error=error.to_response_error())
+        else:
+            log.warning("dropped a malformed %s notification", message.method)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A message (or an object inside one) whose params do not match the LSP types."""
+
+    id: Any
+    method: Any
 
 
 class WaferlineServer(LanguageServer):

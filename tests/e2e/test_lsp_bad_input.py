@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from typing import Any
 
 import pytest
 from lsp_support import (
@@ -209,4 +210,25 @@ async def test_a_code_action_with_a_bad_range_is_invalid_params(start: dict) -> 
         with pytest.raises(JsonRpcException) as info:
             await raw_request(client, types.CODE_ACTION_RESOLVE, action)
         assert info.value.code == types.ErrorCodes.InvalidParams, info.value
+        await assert_still_serving(client)
+
+
+async def test_a_message_inside_params_is_not_answered_as_a_request() -> None:
+    """Only the message itself is answered: a hover whose params hold a message-shaped object with another id gets
+    its one answer, and nothing is sent for the inner id."""
+    from concurrent.futures import Future
+
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        open_doc(client, URI, SOURCE)
+        inner: Future[Any] = Future()
+        client.protocol._request_futures[424242] = inner
+        client.protocol._request_futures["424242"] = inner
+        nested = {"jsonrpc": "2.0", "id": 424242, "method": "textDocument/hover", "params": {"nonsense": 1}}
+        params = {"textDocument": {"uri": URI}, "position": {"line": 0, "character": 0}, "extra": nested}
+        try:
+            await raw_request(client, types.TEXT_DOCUMENT_HOVER, params, msg_id="outer-1")
+        except JsonRpcException as e:
+            assert e.code == types.ErrorCodes.InvalidParams  # answered once, for its own id, either way
+        await asyncio.sleep(0.5)
+        assert not inner.done(), "a response was sent for an id the client never used for a request"
         await assert_still_serving(client)
