@@ -16,8 +16,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+import attrs
 from lsprotocol import types
-from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -66,6 +67,14 @@ class WaferlineProtocol(LanguageServerProtocol):
         except JsonRpcException:
             return Unreadable(data.get("id"), data.get("method"))
 
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        # pygls puts the Python traceback of an internal error in `error.data`: file paths and code are the server's
+        # business, not the client's. The traceback goes to the server's log; the client gets the message alone.
+        if error is not None and getattr(error, "data", None) is not None and error.code == JsonRpcInternalError.CODE:
+            log.error("internal error answering %r: %s\n%s", msg_id, error.message, "".join(_traceback_of(error)))
+            error = attrs.evolve(error, data=None)
+        super()._send_response(msg_id, result=result, error=error)
+
     def handle_message(self, message: Any) -> None:
         if not isinstance(message, Unreadable):
             super().handle_message(message)
@@ -74,6 +83,12 @@ class WaferlineProtocol(LanguageServerProtocol):
             self._send_response(message.id, error=error.to_response_error())
         else:
             log.warning("dropped a malformed %s notification", message.method)
+
+
+def _traceback_of(error: Any) -> list[str]:
+    data = error.data
+    lines = data.get("traceback") if isinstance(data, dict) else None
+    return [str(x) for x in lines] if isinstance(lines, list) else [repr(data)]
 
 
 @dataclass(frozen=True)

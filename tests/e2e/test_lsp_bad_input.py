@@ -232,3 +232,14 @@ async def test_a_message_inside_params_is_not_answered_as_a_request() -> None:
         await asyncio.sleep(0.5)
         assert not inner.done(), "a response was sent for an id the client never used for a request"
         await assert_still_serving(client)
+
+
+async def test_an_internal_error_carries_no_traceback() -> None:
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        with pytest.raises(JsonRpcException) as info:
+            await raw_request(client, "waferlineTest/fail", {})
+        assert info.value.code == types.ErrorCodes.InternalError
+        assert "on purpose" in info.value.message  # what went wrong, in one line
+        assert info.value.data is None, "the server's traceback (paths, code) must stay in its log"
+        open_doc(client, URI, SOURCE)
+        await assert_still_serving(client)

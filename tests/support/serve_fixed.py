@@ -6,7 +6,8 @@ Everything but the engine is the real server (the same features, options, worker
 `waferline serve` starts it; the double stands in for the default model, so a `model` setting still loads that model
 (a test of a real checkpoint, or of one that fails to load). A test changes what the double writes in mid-session
 with the notification `waferlineTest/setCompletion` {"text": ..., "tokenDelayMs": ...}: the engine is rebuilt, as
-when a model setting changes, before the next request is served.
+when a model setting changes, before the next request is served. The request `waferlineTest/fail` raises in its
+handler, to show what a client gets from an internal error.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from waferline.server.options import Options
 from waferline.server.worker import build_engine
 
 SET_COMPLETION = "waferlineTest/setCompletion"
+FAIL = "waferlineTest/fail"  # a request whose handler raises: what an internal error looks like to a client
 
 
 class Double:
@@ -52,6 +54,10 @@ class Double:
             if (delay := get("tokenDelayMs")) is not None:
                 self.token_delay_ms = float(delay)
             await ls.load_engine()
+
+        @server.feature(FAIL)
+        def fail(ls: WaferlineServer, params: Any) -> None:
+            raise RuntimeError("a bug in a handler, on purpose (tests/support/serve_fixed.py)")
 
         return server
 
