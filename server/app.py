@@ -18,7 +18,14 @@ from typing import Any
 
 import attrs
 from lsprotocol import types
-from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import (
+    FeatureRequestError,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -42,6 +49,8 @@ ACCEPT_COMMAND = "waferline.accept"  # the command an inline item carries, so th
 class WaferlineProtocol(LanguageServerProtocol):
     """pygls' protocol with two changes: our documents are the only copy of the text, and a request whose params
     cannot be read is answered with an InvalidParams error (pygls would log it and leave the request hanging)."""
+
+    _initialize_seen = False  # an `initialize` request has arrived: before it, other requests are refused
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> Generator[Any, Any, None]:
@@ -77,12 +86,29 @@ class WaferlineProtocol(LanguageServerProtocol):
 
     def handle_message(self, message: Any) -> None:
         if not isinstance(message, Unreadable):
+            if (refusal := self._lifecycle_refusal(message)) is not None:
+                self._send_response(message.id, error=refusal.to_response_error())
+                return
             super().handle_message(message)
         elif message.id is not None and message.method is not None:
             error = JsonRpcInvalidParams(f"malformed params for {message.method}: they do not match the LSP types")
             self._send_response(message.id, error=error.to_response_error())
         else:
             log.warning("dropped a malformed %s notification", message.method)
+
+    def _lifecycle_refusal(self, message: Any) -> JsonRpcException | None:
+        """The error LSP's lifecycle prescribes for a request at the wrong time, or None to handle it: before
+        `initialize` a request is ServerNotInitialized (-32002), after `shutdown` InvalidRequest (-32600)."""
+        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
+        if method == types.INITIALIZE:
+            self._initialize_seen = True
+        if msg_id is None or method is None or method in (types.INITIALIZE, types.EXIT):
+            return None  # notifications and responses go their usual way (pygls drops them when shutting down)
+        if self._shutdown:
+            return JsonRpcInvalidRequest(f"{method} after shutdown: the server takes no more requests")
+        if not self._initialize_seen:
+            return JsonRpcServerNotInitialized(f"{method} before initialize")
+        return None
 
 
 def _traceback_of(error: Any) -> list[str]:

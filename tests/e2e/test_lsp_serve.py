@@ -90,3 +90,26 @@ def test_bad_tcp_address_is_one_clear_line() -> None:
     assert done.returncode == 2
     assert "HOST:PORT" in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_requests_before_initialize_and_after_shutdown_get_the_lifecycle_errors() -> None:
+    """LSP's lifecycle: a request before `initialize` is ServerNotInitialized (-32002), one after `shutdown`
+    InvalidRequest (-32600); both are answered, and `exit` after `shutdown` ends the process with 0."""
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "textDocument/hover",
+         "params": {"textDocument": {"uri": "file:///x.py"}, "position": {"line": 0, "character": 0}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
+        {"jsonrpc": "2.0", "id": 4, "method": "waferline/stats", "params": {}},
+        {"jsonrpc": "2.0", "method": "exit"},
+    ]  # fmt: skip
+    done = subprocess.run(
+        serve_command("x"), input=b"".join(frame(m) for m in messages),
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    answers = {f["id"]: f for f in read_frames(done.stdout) if "id" in f}
+    assert answers[1]["error"]["code"] == -32002
+    assert "result" in answers[2] and "result" in answers[3]
+    assert answers[4]["error"]["code"] == -32600
+    assert done.returncode == 0
