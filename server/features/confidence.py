@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -39,7 +39,6 @@ class Calibration:
     weights: Mapping[str, float]
     bias: float
     fitted_on: str = ""  # what the fit saw (cases, model), for the record
-    extra: Mapping[str, object] = field(default_factory=dict)
 
     def confidence(self, features: Mapping[str, float]) -> float:
         z = self.bias + sum(self.weights.get(name, 0.0) * features.get(name, 0.0) for name in FEATURES)
@@ -59,7 +58,7 @@ class Calibration:
         return cls({k: float(v) for k, v in weights.items()}, float(bias), str(data.get("fitted_on", "")))
 
     def to_dict(self) -> dict[str, object]:
-        return {"weights": dict(self.weights), "bias": self.bias, "fitted_on": self.fitted_on, **self.extra}
+        return {"weights": dict(self.weights), "bias": self.bias, "fitted_on": self.fitted_on}
 
 
 # Used when confidence.json is missing or unreadable: the mean token probability alone (a fair first guess).
