@@ -112,7 +112,7 @@ class Worker:
             log.warning("engine refused the request for %s: %s", key, e)
             self.stats.errors += 1
             return Completion(text="", stop_reason="error", queue_s=_queue_s(job))
-        done = completion if completion is not None else job.outcome  # a superseded job's tokens were decoded too
+        done = job.outcome  # the completion, also when it was superseded: its tokens were decoded all the same
         if isinstance(done, Completion):
             done.queue_s = _queue_s(job)
             self.stats.add_generation(
