@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import statistics
 import sys
 import tempfile
@@ -126,7 +125,7 @@ async def ask_all(cases: Sequence[Any], args: argparse.Namespace) -> list[dict[s
                 text, confidence, feats = None, None, None
                 if items and isinstance(items[0].insert_text, str):
                     confidence, feats = _quality_of(items[0])
-                    text = _inserted(case, items[0], items[0].insert_text)
+                    text = items[0].insert_text  # the server's range starts at the cursor
                 answers.append({"suggestion": text, "confidence": confidence, "features": feats, "latency_ms": latency})
                 client.client.text_document_did_close(
                     types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=client.uri))
@@ -144,19 +143,6 @@ def _quality_of(item: Any) -> tuple[float | None, dict[str, float] | None]:
     if args and isinstance(args[-1], dict) and args[-1].get("confidence") is not None:
         return float(args[-1]["confidence"]), args[-1].get("features")
     return None, None
-
-
-def _inserted(case: Any, item: Any, text: str) -> str:
-    """What the suggestion puts at the cursor: an item whose range starts before the cursor repeats typed text."""
-    rng = item.range
-    if rng is None:
-        return text
-    line, character = utf16_position(case.document, case.offset)
-    if (rng.start.line, rng.start.character) == (line, character):
-        return text
-    start = case.document.rfind("\n", 0, case.offset) + 1
-    typed = case.document[start : case.offset]
-    return text[len(typed) :] if rng.start.character == 0 and text.startswith(typed) else text
 
 
 def baselines(case: Any, tokenizer: Any) -> dict[str, str]:
@@ -258,7 +244,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.cases < 0 or args.humaneval < 0:
         raise ValueError("--cases and --humaneval must be >= 0")
-    random.seed(args.seed)
     cases = build_cases(args)
     if not cases:
         raise ValueError("no cases: check --kinds, --cases and --humaneval")
