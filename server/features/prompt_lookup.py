@@ -72,7 +72,8 @@ def _most_similar_line(text: str, body: str) -> str | None:
         stripped = line.strip()
         if len(stripped) <= len(body):
             continue
-        score = difflib.SequenceMatcher(None, body, stripped[: len(body)], autojunk=False).ratio()
-        if score > best_score:
+        matcher = difflib.SequenceMatcher(None, body, stripped[: len(body)], autojunk=False)
+        # quick_ratio bounds ratio from above: most lines are ruled out without the full comparison.
+        if matcher.quick_ratio() > best_score and (score := matcher.ratio()) > best_score:
             best, best_score = stripped[len(body) :], score
     return best
