@@ -56,8 +56,8 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
         ids = engine.prompt_ids(request, session.max_tokens - request.max_new_tokens)
         healing = engine.healer.heal(ids) if engine.healer is not None and request.prefix else None
         prompt = healing.prompt if healing is not None else ids
-        scored = score_candidates(session, prompt, request.candidates, engine.loaded.tokenizer, stop_ids=stops,
-                                  healing=healing)  # fmt: skip
+        scored = list(score_candidates(session, prompt, request.candidates, engine.loaded.tokenizer,
+                                       stop_ids=stops, healing=healing))  # fmt: skip
         own_lps = [*own.token_logprobs, *([own.stop_logprob] if own.stop_logprob is not None else [])]
         rows.append({
             "expected": c.expected,

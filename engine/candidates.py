@@ -13,7 +13,7 @@ session is not changed, so the next keystroke still only appends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -36,12 +36,12 @@ class Scored:
         return (sum(self.token_logprobs) + self.stop_logprob) / (len(self.token_logprobs) + 1)
 
 
-def preferred(scored: Sequence[Scored]) -> Scored | None:
+def preferred(scored: Iterable[Scored]) -> Scored | None:
     """The first plausible candidate (see the module docstring), or None to keep the model's own text.
 
     (Also requiring it to be within a few nats of the greedy text's own mean changed nothing on the held-out cases:
     greedy means are at most 0, so any margin of 2.5 nats or more is implied.)"""
-    return next((c for c in scored if c.mean >= MIN_MEAN_LOGPROB), None)
+    return next((c for c in scored if c.mean >= MIN_MEAN_LOGPROB), None)  # lazily: later candidates go unscored
 
 
 def line_end_ids(tokenizer: Tokenizer) -> list[int]:
@@ -63,15 +63,15 @@ def score_candidates(
     *,
     stop_ids: Sequence[int],
     healing: Healing | None = None,
-) -> list[Scored]:
+) -> Iterator[Scored]:
     """Each candidate's token log-probabilities after `prompt`, and the log-probability of stopping after it
-    (any of `stop_ids`). With `healing`, `prompt` is the healed prompt and a candidate is scored as the healed text
-    plus the candidate, its first token drawn from the healing's allowed ids, as generation draws it."""
+    (any of `stop_ids`), one candidate at a time as the caller asks (each costs a forward pass). With `healing`,
+    `prompt` is the healed prompt and a candidate is scored as the healed text plus the candidate, its first token
+    drawn from the healing's allowed ids, as generation draws it. After each, the session holds the prompt alone."""
     prompt = list(prompt)
     if not prompt:
-        return []
+        return
     stops = torch.tensor(list(stop_ids), dtype=torch.long)
-    out: list[Scored] = []
     for text in candidates:
         ids = tokenizer.encode((healing.text if healing is not None else "") + text)
         if not ids or len(prompt) + len(ids) >= session.max_tokens:
@@ -86,7 +86,5 @@ def score_candidates(
         lp = torch.log_softmax(logits, dim=-1)
         token_lps = [float(lp[j, t]) for j, t in enumerate(ids)]
         stop_lp = float(torch.logsumexp(lp[len(ids), stops], dim=0)) if len(stops) else 0.0
-        out.append(Scored(text, token_lps, stop_lp))
-        session.truncate(len(prompt))
-    session.truncate(len(prompt))  # the prompt alone: the next request shares it
-    return out
+        session.truncate(len(prompt))  # the prompt alone: the next request shares it
+        yield Scored(text, token_lps, stop_lp)

@@ -133,12 +133,11 @@ class LocalEngine:
         if self._candidate_stops is None:
             self._candidate_stops = (*self.fim.stop_ids, *line_end_ids(self.loaded.tokenizer))
         t0 = time.perf_counter()
-        scored = score_candidates(
+        best = preferred(score_candidates(
             session, prompt, request.candidates, self.loaded.tokenizer, stop_ids=self._candidate_stops,
             healing=healing,
-        )  # fmt: skip
+        ))  # fmt: skip
         own.timings["candidates_s"] = time.perf_counter() - t0
-        best = preferred(scored)
         if best is None or best.text == own.text:
             return own
         return dataclasses.replace(
