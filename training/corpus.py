@@ -291,7 +291,7 @@ def fetch_and_build(out: Path, names_file: Path | None = None, pins_file: Path =
         names = sorted(pins)
     else:
         raise ValueError(f"no pins in {pins_file} and no list of names: name the distributions to fetch")
-    fetch(names, out / "archives", {n: v for n, v in pins.items() if names_file is None or n in pins})
+    fetch(names, out / "archives", pins)
     stdlib = load_corpus()
     report = build(names, out / "archives", out, stdlib=[(f.rel_path, f.text) for f in stdlib.files])
     if names_file is not None and not pins:
