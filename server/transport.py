@@ -2,10 +2,11 @@
 message handed to `WaferlineProtocol.receive` (server/protocol.py), answers out through pygls' writer.
 
 This replaces pygls' own read loop (pygls/io_.py `run_async`), which ends the conversation at the first bad frame.
-Stdin is read in chunks on a daemon thread, so the event loop never blocks on it and a blocked read never keeps the
-process from exiting; at most `QUEUED_CHUNKS` chunks wait for the loop, so a client that writes faster than the
-server reads is held back by the pipe rather than by the server's memory. A frame left incomplete is judged after
-`IDLE_S` seconds without input (see framing.py). The process's exit code is LSP's: 0 after `shutdown`, 1 without.
+Stdin is read in chunks on a daemon thread (with os.read), so the event loop never blocks on it and a blocked read
+never keeps the process from exiting; at most `QUEUED_CHUNKS` chunks wait for the loop, so a client that writes
+faster than the server reads is held back by the pipe rather than by the server's memory. A frame left incomplete
+is judged after `IDLE_S` seconds without input (see framing.py). The process's exit code is LSP's: 0 after
+`shutdown`, 1 without.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pygls.io_ import StdoutWriter
@@ -84,7 +87,7 @@ class StdinChunks:
         return await self._queue.get()
 
     def _run(self) -> None:
-        read: Callable[[int], bytes] = getattr(self._stream, "read1", self._stream.read)
+        read = _reader(self._stream)
         while True:
             try:
                 data = read(CHUNK)
@@ -97,6 +100,16 @@ class StdinChunks:
                 return
             if not data:
                 return
+
+
+def _reader(stream: BinaryIO) -> Callable[[int], bytes]:
+    """A read of up to n bytes that returns what is there. On a file descriptor, os.read: a buffered reader's lock,
+    held by a thread blocked in it, would abort the interpreter's shutdown ("could not acquire lock for <stdin>")."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return getattr(stream, "read1", stream.read)
+    return partial(os.read, fd)
 
 
 def serve_stdio(server: WaferlineServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
