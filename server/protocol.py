@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Generator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from waferline.server.envelope import INVALID_REQUEST, Refusal
 log = logging.getLogger(__name__)
 
 SERVER_NOT_INITIALIZED = -32002
+_SNAKE = re.compile(r"_([a-z])")
 
 
 class WaferlineProtocol(LanguageServerProtocol):
@@ -255,8 +257,8 @@ def _traceback_of(error: Any) -> list[str]:
 
 def _reason(e: Exception) -> str:
     """Why a message does not fit its LSP type, in one line (cattrs names each field: `... @ $.params.position`)."""
-    if isinstance(e, cattrs.BaseValidationError):
-        reason = "; ".join(cattrs.transform_error(e))
+    if isinstance(e, cattrs.BaseValidationError):  # the path in the client's names: $.params.textDocument
+        reason = "; ".join(_SNAKE.sub(lambda m: m[1].upper(), line) for line in cattrs.transform_error(e))
     else:
         reason = f"{type(e).__name__}: {e}"
     return reason if len(reason) <= 300 else reason[:297] + "..."
