@@ -9,6 +9,7 @@ response never is. WaferlineProtocol.receive (server/protocol.py) applies both, 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,7 @@ def check(value: Any) -> Refusal | None:
     return None
 
 
+@functools.lru_cache(maxsize=512)  # a method name per message; the cache stays small whatever names arrive
 def lsp_kind(method: str) -> str | None:
     """'request' or 'notification' for a method LSP defines, None for one it does not (waferline's own)."""
     message_type = types.METHOD_TO_TYPES.get(method, (None,))[0]
