@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from pygls.io_ import StdoutWriter
 
 from waferline.server.framing import Dropped, Event, FrameParser, Message
+from waferline.server.protocol import WaferlineProtocol
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
-    from waferline.server.protocol import WaferlineProtocol
 
 log = logging.getLogger(__name__)
 
@@ -114,25 +114,27 @@ def _reader(stream: BinaryIO) -> Callable[[int], bytes]:
 
 def serve_stdio(server: WaferlineServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
     """Serve one client on stdin/stdout until `exit` or the end of input; the process's exit code."""
-    server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    protocol = _protocol(server)
+    protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
 
     async def serve() -> None:
         chunks = StdinChunks(stdin or sys.stdin.buffer, asyncio.get_running_loop())
-        await read_messages(chunks.read, server.protocol)
+        await read_messages(chunks.read, protocol)
 
     return _run(server, serve())
 
 
 def serve_tcp(server: WaferlineServer, host: str, port: int) -> int:
     """Listen on host:port and serve the first client that connects until `exit` or it disconnects."""
+    protocol = _protocol(server)
 
     async def serve() -> None:
         finished = asyncio.Event()
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            server.protocol.set_writer(writer)  # pygls writes bytes to it, as to stdout
+            protocol.set_writer(writer)  # pygls writes bytes to it, as to stdout
             try:
-                await read_messages(lambda: reader.read(CHUNK), server.protocol)
+                await read_messages(lambda: reader.read(CHUNK), protocol)
             finally:
                 finished.set()
 
@@ -142,6 +144,12 @@ def serve_tcp(server: WaferlineServer, host: str, port: int) -> int:
             await finished.wait()
 
     return _run(server, serve())
+
+
+def _protocol(server: WaferlineServer) -> WaferlineProtocol:
+    protocol = server.protocol
+    assert isinstance(protocol, WaferlineProtocol), "WaferlineServer is built with WaferlineProtocol"
+    return protocol
 
 
 def _run(server: WaferlineServer, serve: Any) -> int:
