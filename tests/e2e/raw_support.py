@@ -4,10 +4,12 @@ serve_fixed.py), so no model loads; every frame it writes is parsed strictly (st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
 import threading
+from collections.abc import Iterator
 from typing import IO, Any
 
 from lsp_support import serve_command
@@ -117,3 +119,15 @@ class RawServer:
     def _read_stderr(self, err: IO[bytes]) -> None:
         for line in err:
             self._stderr += line
+
+
+@contextlib.contextmanager
+def raw_session(*, initialize: bool = True) -> Iterator[RawServer]:
+    """A started (and, unless told otherwise, initialized) server; killed on the way out if it is still running."""
+    server = RawServer()
+    try:
+        if initialize:
+            server.initialize()
+        yield server
+    finally:
+        server.kill()

@@ -7,30 +7,22 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from raw_support import INIT, RawServer, frame, request
+from raw_support import INIT, frame, raw_session, request
 
 DOC = {"uri": "file:///tmp/waferline-test/e.py", "languageId": "python", "version": 1, "text": "x = 1\n"}
 
 
 def test_exit_without_shutdown_is_code_1() -> None:
-    server = RawServer()
-    try:
-        server.initialize()
+    with raw_session() as server:
         server.send({"jsonrpc": "2.0", "method": "exit"})
         assert server.wait() == 1
-    finally:
-        server.kill()
 
 
 def test_the_end_of_input_without_shutdown_is_code_1() -> None:
-    server = RawServer()
-    try:
-        server.initialize()
+    with raw_session() as server:
         assert server.proc.stdin is not None
         server.proc.stdin.close()
         assert server.wait() == 1
-    finally:
-        server.kill()
 
 
 def test_a_hostile_session_gets_one_answer_per_request_and_a_quiet_log() -> None:
@@ -58,17 +50,13 @@ def test_a_hostile_session_gets_one_answer_per_request_and_a_quiet_log() -> None
         "no-jsonrpc": -32600, "v1": -32600, "method-5": -32600, "init-again": -32600, "didopen-with-id": -32600,
         "unsupported": -32601, "bad-params": -32602, "too-short": None,
     }  # fmt: skip
-    server = RawServer()
-    try:
-        server.initialize()
+    with raw_session() as server:
         data = b""
         for i, mistake in enumerate(mistakes):
             data += mistake + frame(request(f"good-{i}"))
             expected[f"good-{i}"] = None
         server.write(data)
         assert server.finish()[1] == 0
-    finally:
-        server.kill()
     answers = [m for m in server.sent if "method" not in m]
     counts = Counter(json.dumps(a["id"]) for a in answers)
     assert counts.pop("null") == 3, "the batch and the two unreadable ids are answered with id null"

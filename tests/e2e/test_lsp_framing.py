@@ -4,7 +4,7 @@ parser's every case, byte by byte, is in tests/server/test_framing.py; this is t
 from __future__ import annotations
 
 import pytest
-from raw_support import RawServer, body, frame, request
+from raw_support import body, frame, raw_session, request
 
 BAD = request("bad")  # a waferline/stats request in the bad frame: recovered, it is answered with a result
 PROBE = request("probe")  # the good frame after it
@@ -31,9 +31,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_bad_frame_is_read_when_it_can_be_and_the_next_one_answered(case: str) -> None:
-    server = RawServer()
-    try:
-        server.initialize()
+    with raw_session() as server:
         server.write(CASES[case] + frame(PROBE))
         answers = server.answers_until("probe")
         assert [a["id"] for a in answers] == ["bad", "probe"], answers
@@ -41,48 +39,34 @@ def test_a_bad_frame_is_read_when_it_can_be_and_the_next_one_answered(case: str)
         rest, code = server.finish()
         assert code == 0 and [a["id"] for a in rest] == ["bye"]
         assert "Traceback" not in server.stderr and " ERROR " not in server.stderr
-    finally:
-        server.kill()
 
 
 @pytest.mark.parametrize("length", [N + 100, 99999999999999])
 def test_a_too_long_last_frame_is_answered_after_a_pause(length: int) -> None:
     """Nothing follows the frame, so its declared length never arrives: after a short pause the body is read."""
-    server = RawServer()
-    try:
-        server.initialize()
+    with raw_session() as server:
         server.write(frame(BAD, length=length))
         assert server.answer()["id"] == "bad"
         server.send(PROBE)
         assert server.answer()["id"] == "probe"
         assert server.finish()[1] == 0
-    finally:
-        server.kill()
 
 
 @pytest.mark.parametrize(
     "junk", [b"garbage between frames\r\n", b"\x00\xff" * 40, b'{"jsonrpc": "2.0", "id": "headerless"}']
 )
 def test_garbage_between_frames_is_dropped(junk: bytes) -> None:
-    server = RawServer()
-    try:
-        server.initialize()
+    with raw_session() as server:
         server.write(junk + frame(PROBE))
         assert [a["id"] for a in server.answers_until("probe")] == ["probe"]
         assert server.finish()[1] == 0
         assert "bad frame" in server.stderr
-    finally:
-        server.kill()
 
 
 def test_a_body_that_is_not_json_is_a_parse_error_with_id_null() -> None:
-    server = RawServer()
-    try:
-        server.initialize()
+    with raw_session() as server:
         server.write(b'Content-Length: 14\r\n\r\n{"id": 1, oops' + frame(PROBE))
         first, second = server.answer(), server.answer()
         assert first["id"] is None and first["error"]["code"] == -32700
         assert second["id"] == "probe" and "result" in second
         assert server.finish()[1] == 0
-    finally:
-        server.kill()
