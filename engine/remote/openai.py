@@ -90,4 +90,3 @@ def parse_chunk(chunk: dict[str, Any]) -> Piece:
         piece.new_tokens = number(usage.get("completion_tokens"))
         piece.cached_tokens = number(details.get("cached_tokens")) if isinstance(details, dict) else 0
     return piece
-
