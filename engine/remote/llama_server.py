@@ -1,4 +1,5 @@
-"""llama.cpp's llama-server as an engine: fill-in-the-middle through `/infill`, streamed.
+"""llama.cpp's llama-server as an engine: fill-in-the-middle through `/infill` (or `/completion` with waferline's
+FIM text, for models whose layout `/infill` does not write), streamed.
 
 Each request goes as one streamed `/infill` (`input_prefix`, `input_suffix`, `input_extra`, `cache_prompt`, an
 `id_slot` per document so that a document's next keystroke finds its own prompt in that slot's cache, `n_predict`
@@ -16,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.fim import FAMILIES
 from waferline.engine.remote.http import HttpEngine, number
+from waferline.engine.remote.openai import fim_text
 from waferline.engine.remote.stream import Piece, RemoteError
 
 STOP_TYPES = {"eos": "stop_token", "limit": "max_tokens", "word": "stop_string"}  # llama-server's -> waferline's
@@ -39,9 +42,17 @@ class Snippet:
 
 class LlamaServer(HttpEngine):
     """A llama-server at `url` (e.g. http://127.0.0.1:8012); one instance per server, shared by the tasks of one
-    event loop."""
+    event loop. With `fim_template` (a family of engine/fim.py) the prompt is waferline's own FIM text sent to
+    `/completion` instead of `/infill`: llama-server's `--spm-infill` lays suffix-prefix-middle out as
+    [SUF] S [PRE] P [MID], which is not the layout waferline's model (or StarCoder's) was trained on."""
 
     props: ServerProps | None = None
+
+    def __init__(self, url: str, *, fim_template: str | None = None, **kw: Any) -> None:
+        super().__init__(url, **kw)
+        if fim_template is not None and fim_template not in FAMILIES:
+            raise ValueError(f"unknown FIM template {fim_template!r}; known: {', '.join(FAMILIES)}")
+        self.fim_template = fim_template
 
     async def probe(self) -> ServerProps:
         """GET /props: the context per slot and the number of slots (a RemoteError when this is not llama-server)."""
@@ -65,9 +76,16 @@ class LlamaServer(HttpEngine):
     async def complete(
         self, request: EditRequest, should_cancel: ShouldCancel = lambda: False, *, extra: tuple[Snippet, ...] = ()
     ) -> Completion:
-        body: dict[str, Any] = {
-            "input_prefix": request.prefix, "input_suffix": request.suffix,
-            "input_extra": [{"filename": s.filename, "text": s.text} for s in extra],
+        if self.fim_template is None:
+            body: dict[str, Any] = {
+                "input_prefix": request.prefix, "input_suffix": request.suffix,
+                "input_extra": [{"filename": s.filename, "text": s.text} for s in extra],
+            }  # fmt: skip
+            path = "/infill"
+        else:
+            body = {"prompt": fim_text(self.fim_template, request.prefix, request.suffix)}  # `extra`: /infill only
+            path = "/completion"
+        body |= {
             "n_predict": request.max_new_tokens, "stream": True, "cache_prompt": True,
             "id_slot": self.slot_for(request.session_id), "n_probs": 1, "stop": list(request.stop_strings),
         }  # fmt: skip
@@ -77,7 +95,7 @@ class LlamaServer(HttpEngine):
             body["temperature"] = request.temperature
         if request.time_budget_s is not None:
             body["t_max_predict_ms"] = int(request.time_budget_s * 1000)
-        return await self.stream("/infill", body, parse_event, request, should_cancel)
+        return await self.stream(path, body, parse_event, request, should_cancel)
 
 
 def parse_event(event: dict[str, Any]) -> Piece:

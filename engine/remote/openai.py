@@ -22,11 +22,14 @@ __all__ = ["OpenAICompletions", "RemoteError", "fim_text"]
 FINISH = {"stop": "stop_token", "length": "max_tokens"}
 
 
-def fim_text(family: str, prefix: str, suffix: str, order: Order = "psm") -> str:
-    """The FIM prompt as text in `family`'s control tokens (the layouts of engine/fim.py)."""
+def fim_text(family: str, prefix: str, suffix: str, order: Order | None = None) -> str:
+    """The FIM prompt as text in `family`'s control tokens (the layouts of engine/fim.py), in the family's default
+    order unless told: suffix-prefix-middle for a family trained on it (waferline's own), so that typing at the cursor
+    only appends to the prompt and the server's prefix cache keeps the rest."""
     if family not in FAMILIES:
         raise ValueError(f"unknown FIM template {family!r}; known: {', '.join(FAMILIES)}")
     f = FAMILIES[family]
+    order = order or f.default_order
     head = f.bos[0] if f.bos else ""
     pre, suf, mid = f.prefix[-1], f.suffix[-1], f.middle[-1]  # the spelling a server parses from text
     if order == "spm":
