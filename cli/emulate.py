@@ -257,6 +257,23 @@ def _size(n: float) -> str:
     return f"{n / 1e3:.1f} kB"
 
 
+def _stages(stages: list[dict[str, Any]]) -> str:
+    """Per wafer: layers, SRAM occupancy, modeled µs per token (a range when there are more than four)."""
+    us = 1e6
+    if len(stages) <= 4:
+        return "; ".join(
+            f"{int(w['layers'])} layers, {w['occupancy']:.0%} SRAM, {w['seconds_per_token'] * us:.1f} µs"
+            for w in stages
+        )
+    layers = sorted(int(w["layers"]) for w in stages)
+    occupancy = sorted(w["occupancy"] for w in stages)
+    times = sorted(w["seconds_per_token"] * us for w in stages)
+    return (
+        f"{layers[0]}-{layers[-1]} layers, {occupancy[0]:.0%}-{occupancy[-1]:.0%} SRAM, "
+        f"{times[0]:.1f}-{times[-1]:.1f} µs each"
+    )
+
+
 def _text(r: dict[str, Any]) -> str:
     us = 1e6
     lines = [
@@ -287,11 +304,7 @@ def _text(r: dict[str, Any]) -> str:
     if r["wafers"] > 1:
         lines.append(
             f"  wafers       {r['wafers']} systems as pipeline stages, "
-            f"{r['breakdown']['inter_wafer'] * us:.2f} µs/token between wafers: "
-            + "; ".join(
-                f"{int(w['layers'])} layers, {w['occupancy']:.0%} SRAM, {w['seconds_per_token'] * us:.1f} µs"
-                for w in r["per_wafer"]
-            )
+            f"{r['breakdown']['inter_wafer'] * us:.2f} µs/token between wafers; " + _stages(r["per_wafer"])
         )
     if r["routes_per_tile"] > 0:
         merged = (
