@@ -102,7 +102,7 @@ class WaferSpec:
 # [WSE3-PR] Cerebras WSE-3 / CS-3 announcement (13 Mar 2024); [SDK] Cerebras SDK docs, "A Conceptual View";
 # [CS2-DS] Cerebras CS-2 datasheet (system I/O); [CS3-DS] Cerebras CS-3 system page, "System I/O 1.2 Tb/s";
 # [ROCKI] Rocki et al., SC20, "Fast Stencil-Code Computation on a Wafer-Scale Processor" (full-wafer AllReduce
-# ~10% above the mesh diameter).
+# ~10% above the mesh diameter); [WAFERLLM] He et al., OSDI 2025, and its artifact github.com/MeshInfra/WaferLLM.
 
 CS_SYSTEM_IO_BYTES_PER_S = 12 * 100e9 / 8  # 12 x 100 Gb Ethernet [CS2-DS]; CS-3 "1.2 Tb/s" [CS3-DS] = 150 GB/s
 
@@ -147,6 +147,18 @@ WSE3 = WaferSpec(
 )
 
 
+# The fabric a program gets on each system: the SDK's fabric dimensions, 757 x 996 on a CS-2 and 762 x 1172 on a
+# CS-3 (width x height, as the SDK's --fabric-dims; [SDK], and the compile scripts of [WAFERLLM]'s artifact), less
+# the 7 columns and 2 rows the host-transfer (memcpy) framework takes at the edges ([WAFERLLM] compiles a P x P
+# program into fabric-dims P+7, P+2). The rest of the physical cores are spares that route around defects.
+CS2 = dataclasses.replace(
+    WSE2, name="cs-2", rows=996 - 2, cols=757 - 7, notes="WSE-2 as programmed in a CS-2: the SDK's usable fabric"
+)
+CS3 = dataclasses.replace(
+    WSE3, name="cs-3", rows=1172 - 2, cols=762 - 7, notes="WSE-3 as programmed in a CS-3: the SDK's usable fabric"
+)
+
+
 def mini(rows: int, cols: int, base: WaferSpec = WSE3) -> WaferSpec:
     """A small grid of `base`'s tiles (same per-tile constants), small enough to emulate on real numbers."""
     return dataclasses.replace(
@@ -157,6 +169,8 @@ def mini(rows: int, cols: int, base: WaferSpec = WSE3) -> WaferSpec:
 PRESETS: dict[str, WaferSpec] = {
     "wse-2": WSE2,
     "wse-3": WSE3,
+    "cs-2": CS2,
+    "cs-3": CS3,
     "mini-8x8": mini(8, 8),
     "mini-16x16": mini(16, 16),
     "mini-32x32": mini(32, 32),
@@ -184,13 +198,19 @@ PUBLISHED: dict[str, dict[str, float]] = {
 
 
 def get_spec(name: str | WaferSpec) -> WaferSpec:
-    """A preset by name, or `mini-RxC` for any small grid of WSE-3 tiles."""
+    """A preset by name, `mini-RxC` for any small grid of WSE-3 tiles, or `PRESET:RxC` for an R x C region of a
+    preset's tiles (`cs-2:720x720`, the grid WaferLLM runs its largest decode on)."""
     if isinstance(name, WaferSpec):
         return name
     if name in PRESETS:
         return PRESETS[name]
+    base, _, region = name.partition(":")
+    if region and base in PRESETS:
+        r, _, c = region.partition("x")
+        if r.isdigit() and c.isdigit() and int(r) > 0 and int(c) > 0:
+            return dataclasses.replace(PRESETS[base], name=name, rows=int(r), cols=int(c), notes=f"{region} of {base}")
     if name.startswith("mini-") and "x" in name[5:]:
         r, _, c = name[5:].partition("x")
         if r.isdigit() and c.isdigit() and int(r) > 0 and int(c) > 0:
             return mini(int(r), int(c))
-    raise ValueError(f"unknown wafer preset {name!r}; presets: {', '.join(PRESETS)} (or mini-RxC)")
+    raise ValueError(f"unknown wafer preset {name!r}; presets: {', '.join(PRESETS)} (or mini-RxC, PRESET:RxC)")
