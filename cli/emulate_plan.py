@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
 
@@ -60,12 +60,12 @@ def resolve(model: str | None) -> Target:
     return Target(target.resolve().name, margs, lambda: stream_tensors(shards), "directory")
 
 
-Device = WaferDevice | MultiWaferDevice
+WaferMachine: TypeAlias = WaferDevice | MultiWaferDevice
 
 
 def make_device(
     spec: WaferSpec, wafers: int, margs: ModelArgs, dtype: torch.dtype, analytic: bool, spill: bool, positions: int
-) -> Device:
+) -> WaferMachine:
     """One wafer or a pipeline of them. When spilling, weights leave each tile room for a cache of `positions`
     (spread evenly over the grid) and the decode scratch, at least the device's default quarter."""
     reserve = None
@@ -81,7 +81,7 @@ def make_device(
     )
 
 
-def project(device: Device, margs: ModelArgs, context: int) -> None:
+def project(device: WaferMachine, margs: ModelArgs, context: int) -> None:
     """Shapes only: place the model, prefill `context` positions, reset the counters, decode one token."""
     from waferline.engine.hf import from_hf, iter_meta
     from waferline.engine.model import Transformer
@@ -99,7 +99,7 @@ class Plan:
     spec: WaferSpec  # with the routing plan (route_merge) applied
     wafers: int
     colours_unmerged: int  # colours the collectives would configure without merging
-    device: Device  # the analytic projection on this plan, already run
+    device: WaferMachine  # the analytic projection on this plan, already run
     spill: bool  # weights that do not fit stream from off-wafer memory (asked for, or the only way to run)
 
 
@@ -149,7 +149,7 @@ def _one_wafer_holds_the_largest_tensor(margs: ModelArgs, spec: WaferSpec, elem:
     return table + rope < spec.sram_bytes
 
 
-def per_wafer(device: Device) -> list[dict[str, Any]]:
+def per_wafer(device: WaferMachine) -> list[dict[str, Any]]:
     """Occupancy and time per wafer (one entry on a single wafer)."""
     if isinstance(device, MultiWaferDevice):
         return device.wafer_stats()
