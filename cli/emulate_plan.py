@@ -67,12 +67,13 @@ def make_device(
     spec: WaferSpec, wafers: int, margs: ModelArgs, dtype: torch.dtype, analytic: bool, spill: bool, positions: int
 ) -> WaferMachine:
     """One wafer or a pipeline of them. When spilling, weights leave each tile room for a cache of `positions`
-    (spread evenly over the grid) and the decode scratch, at least the device's default quarter."""
+    (over min(rows, positions) tile rows, as placement.kv_layout spreads it) and the decode scratch, at least the
+    device's default quarter."""
     reserve = None
     if spill:
         elem = torch.empty((), dtype=dtype).element_size()
         kv = 2 * margs.n_layers * margs.n_kv_heads * margs.head_dim * positions * elem / wafers
-        per_tile = kv / min(spec.tiles, positions * margs.n_kv_heads) + 4 * margs.intermediate_size * elem / spec.cols
+        per_tile = kv / (min(spec.rows, positions) * spec.cols) + 4 * margs.intermediate_size * elem / spec.cols
         reserve = min(0.9, max(0.25, 1.25 * per_tile / spec.sram_bytes_per_tile))
     if wafers == 1:
         return WaferDevice(dtype=dtype, spec=spec, analytic=analytic, spill=spill, reserve=reserve)
