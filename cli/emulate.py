@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         weight_bytes=int(counts["weight_bytes"]),
         kv_bytes_reserved=int(counts["kv_bytes_reserved"]),
         spilled_bytes=int(counts["spilled_bytes"]),
-        per_wafer=per_wafer(device),
+        per_wafer=per_wafer(device, model_args.n_layers),
         routes_per_tile=int(counts["routes_per_tile"]),
         routes_unmerged=planned.colours_unmerged,
         route_merges=[list(m) for m in planned.spec.route_merge],

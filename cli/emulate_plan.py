@@ -20,7 +20,7 @@ import torch
 
 from waferline.engine.model import ModelArgs
 from waferline.hardware.wafer import WaferDevice, WaferOutOfMemory, WaferSpec
-from waferline.hardware.wafer.multi import MultiWaferDevice
+from waferline.hardware.wafer.multi import MultiWaferDevice, wafer_stats
 from waferline.hardware.wafer.routes import colours, fit_routes
 
 Tensors = Callable[[], Iterator[tuple[str, torch.Tensor]]]
@@ -150,20 +150,8 @@ def _one_wafer_holds_the_largest_tensor(margs: ModelArgs, spec: WaferSpec, elem:
     return table + rope < spec.sram_bytes
 
 
-def per_wafer(device: WaferMachine) -> list[dict[str, Any]]:
+def per_wafer(device: WaferMachine, n_layers: int) -> list[dict[str, Any]]:
     """Occupancy and time per wafer (one entry on a single wafer)."""
     if isinstance(device, MultiWaferDevice):
         return device.wafer_stats()
-    c = device.counters()
-    return [
-        {
-            "layers": None,
-            "first_layer": 0,
-            "tiles_used": c["tiles_used"],
-            "sram_bytes_used": c["sram_bytes_used"],
-            "occupancy": c["sram_bytes_used"] / c["sram_bytes_capacity"],
-            "weight_bytes": c["weight_bytes"],
-            "seconds_per_token": c["cycles"] / (c.get("tokens") or 1.0) / device.spec.clock_hz,
-            "inter_wafer_seconds_per_token": 0.0,
-        }
-    ]
+    return [wafer_stats(device, 0, n_layers)]

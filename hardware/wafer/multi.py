@@ -173,23 +173,7 @@ class MultiWaferDevice:
 
     def wafer_stats(self) -> list[dict[str, float]]:
         """Per wafer: its layers, occupancy and modeled time per token (counters since the last reset)."""
-        stats = []
-        for dev, (lo, hi) in zip(self.stages, self.bounds, strict=True):
-            c = dev.counters()
-            tokens = c.get("tokens", 0.0) or 1.0
-            stats.append(
-                {
-                    "layers": float(hi - lo),
-                    "first_layer": float(lo),
-                    "tiles_used": c["tiles_used"],
-                    "sram_bytes_used": c["sram_bytes_used"],
-                    "occupancy": c["sram_bytes_used"] / c["sram_bytes_capacity"],
-                    "weight_bytes": c["weight_bytes"],
-                    "seconds_per_token": c["cycles"] / tokens / dev.spec.clock_hz,
-                    "inter_wafer_seconds_per_token": c["cycles.inter_wafer"] / tokens / dev.spec.clock_hz,
-                }
-            )
-        return stats
+        return [wafer_stats(dev, lo, hi) for dev, (lo, hi) in zip(self.stages, self.bounds, strict=True)]
 
     def reset_counters(self) -> None:
         for dev in self.stages:
@@ -214,6 +198,22 @@ class MultiWaferDevice:
     @property
     def grid(self) -> Any:
         return self.stages[0].grid
+
+
+def wafer_stats(dev: WaferDevice, first_layer: int, end_layer: int) -> dict[str, float]:
+    """One wafer's layers [first_layer, end_layer), SRAM occupancy and modeled time per token."""
+    c = dev.counters()
+    tokens = c.get("tokens", 0.0) or 1.0
+    return {
+        "layers": float(end_layer - first_layer),
+        "first_layer": float(first_layer),
+        "tiles_used": c["tiles_used"],
+        "sram_bytes_used": c["sram_bytes_used"],
+        "occupancy": c["sram_bytes_used"] / c["sram_bytes_capacity"],
+        "weight_bytes": c["weight_bytes"],
+        "seconds_per_token": c["cycles"] / tokens / dev.spec.clock_hz,
+        "inter_wafer_seconds_per_token": c["cycles.inter_wafer"] / tokens / dev.spec.clock_hz,
+    }
 
 
 def _one(ref: WeightRef) -> tuple[int, WeightRef]:

@@ -21,14 +21,11 @@ import torch
 
 from waferline.hardware.wafer.collectives import move, root
 from waferline.hardware.wafer.cost import Cost, phase, tally
+from waferline.hardware.wafer.ops import elem_size
 from waferline.hardware.wafer.placement import vector_layout
 from waferline.hardware.wafer.spec import WaferSpec
 
 TOKEN_ID_BYTES = 4  # an int32 token id per position, host -> wafer
-
-
-def elem_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
 
 
 @functools.lru_cache(maxsize=1024)
