@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from waferline.cli.emulate import NUMERIC_TILE_LIMIT
 from waferline.cli.emulate_speculate import expected_tokens
 from waferline.cli.main import main
 from waferline.engine.checkpoint import MODELS_DIR
@@ -116,7 +117,7 @@ def test_every_shipped_model_preset_and_published_config_runs_with_default_optio
 def test_every_wafer_preset_runs_with_default_options(capsys, wafer):
     out = emulate(capsys, "--wafer", wafer)
     assert out["wafer"] == wafer and out["modeled_tok_s"] > 0
-    assert out["mode"] == ("analytic" if wafer.startswith("wse") else "numeric")
+    assert out["mode"] == ("numeric" if WAFERS[wafer].tiles <= NUMERIC_TILE_LIMIT else "analytic")
     if out["mode"] == "numeric":
         assert out["tokens_match_reference"] is True
 
