@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         dtype=str(dtype).removeprefix("torch."),
         context=context,
         wafers=planned.wafers,
+        spill=planned.spill,  # asked for, or chosen because one tensor is larger than a wafer
         tiles=int(counts["tiles"]),
         tiles_used=int(counts["tiles_used"]),
         sram_bytes_used=int(counts["sram_bytes_used"]),
