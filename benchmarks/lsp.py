@@ -1,4 +1,5 @@
-"""`waferline bench-lsp [--json]`: a developer's typing session through LSP, measured from the editor's side.
+"""`waferline bench-lsp [--json] [--engine URL]`: a developer's typing session through LSP, measured from the editor's
+side (through the local model, or a remote engine with --engine).
 
 It starts `waferline serve` as an editor would, opens a real source file, types a few functions key by key at a
 human pace (one didChange + one inline completion request per key, as VS Code does), accepts suggestions that
@@ -22,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--option", action="append", default=[], metavar="NAME=JSON", help="a server option (repeatable)"
     )
+    parser.add_argument(
+        "--engine",
+        metavar="URL",
+        help="type through a remote engine at URL instead of the local model (engineUrl; choose the dialect and FIM "
+        "layout with --option engineDialect=... --option engineFimTemplate=..., docs/remote.md)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +38,11 @@ def run(args: argparse.Namespace) -> int:
     from waferline.cli.typing_session import SCRIPT, check_session_args, type_script
 
     check_session_args(args)
-    options = {"dtype": args.dtype, **server_options(args.option)}
+    options = {
+        "dtype": args.dtype,
+        **({"engineUrl": args.engine} if args.engine else {}),
+        **server_options(args.option),
+    }
     session = asyncio.run(
         type_script(
             model=args.model, backend=args.backend, source=args.file, chars_per_s=args.cps, script=SCRIPT[: args.keys],
