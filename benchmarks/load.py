@@ -238,7 +238,9 @@ async def type_all(client: Client, docs: list[Doc], args: argparse.Namespace, pi
     step = 1.0 / args.rate
     # Key k of document d is due at t0 + d/(N*rate) + k/rate, plus a pause after every burst.
     schedule = sorted(
-        (d * step / len(docs) + k * step + (k // burst) * args.pause, d, k) for d in range(len(docs)) for k in range(keys)
+        (d * step / len(docs) + k * step + (k // burst) * args.pause, d, k)
+        for d in range(len(docs))
+        for k in range(keys)
     )
     start = proc_figures(pid)
     t0 = time.perf_counter()

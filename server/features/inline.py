@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from waferline.server.document import Document, DocumentSnapshot
 from waferline.server.features.confidence import features, load_calibration
 from waferline.server.features.prompt_lookup import line_candidates
 from waferline.server.options import Options
+from waferline.server.shedding import Ticket, Tickets
 from waferline.server.stats import Stats
 from waferline.server.syntax.context import Snippet
 from waferline.server.syntax.languages import line_comment
@@ -192,6 +194,7 @@ class InlineCompletions:
         self.documents = documents
         self.background = background
         self.repository = repository
+        self.tickets = Tickets(documents)  # each document's newest request: older ones are shed (server/shedding.py)
         self._caches: dict[str, SuggestionCache] = {}
 
     def forget(self, uri: str | None = None) -> None:
@@ -201,22 +204,31 @@ class InlineCompletions:
             self._caches.clear()
         else:
             self._caches.pop(uri, None)
+            self.tickets.drop(uri)
 
     def cache(self, uri: str) -> SuggestionCache:
         return self._caches.setdefault(uri, SuggestionCache())
 
     async def answer(self, doc: Document, offset: int, options: Options, *, explicit: bool) -> Suggestion | None:
         """The suggestion at `offset` of `doc` for a completion request, with the bookkeeping every request shares:
-        counting it, timing it, answering empty when superseded, and precomputing the next suggestion after a model
-        answer. None also when the user typed on while the model ran (the answer is cached for the next request)."""
+        counting it, timing it, answering empty when superseded (by a newer change or request for the document, at
+        whichever stage it is noticed), and precomputing the next suggestion after a model answer. None also when the
+        user typed on while the model ran (the answer is cached for the next request)."""
         t0 = time.perf_counter()
         self.stats.requests += 1
-        snapshot = doc.snapshot()
+        ticket = self.tickets.issue(doc)
         timings: dict[str, float] = {}
         try:
+            # One turn of the event loop: the requests that arrived with this one (a backlog the transport read at
+            # once) take their tickets first, so if a newer one is for this document, this one is shed before it
+            # parses anything. Unloaded, the turn costs microseconds.
+            await asyncio.sleep(0)
+            self._shed_if_stale(ticket, "plan")
+            snapshot = doc.snapshot()
             s = await self.suggest(
-                snapshot, offset, options, explicit=explicit, context=self.context_for(snapshot), timings=timings
-            )
+                snapshot, offset, options, explicit=explicit, context=self.context_for(snapshot), timings=timings,
+                ticket=ticket,
+            )  # fmt: skip
         except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
             self.stats.cancelled += 1
             raise
@@ -224,6 +236,8 @@ class InlineCompletions:
             self.stats.cancelled += 1
             self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
             return None
+        finally:
+            self.tickets.done(ticket)
         self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
         if s is not None and s.source == "model":
             self.stats.add_phases(timings)
@@ -244,12 +258,17 @@ class InlineCompletions:
         regions recently edited in other open documents, within what the plan leaves (plan.context_budget)."""
         repository = self.repository
         definitions = repository.completion_context(snapshot.uri) if repository is not None else None
+        others = [
+            other
+            for other in self.documents.values()
+            if other.uri != snapshot.uri and other.edited_line is not None and other.language_id == snapshot.language_id
+        ]  # only the most recent few can make the prompt: one snapshot per open document would cost O(documents)
         edits = [
             RecentEdit(
                 other.uri.rsplit("/", 1)[-1], other.language_id, other.text.text, other.edited_line, other.edited_at
             )
-            for other in self.documents.values()
-            if other.uri != snapshot.uri and other.edited_line is not None
+            for other in heapq.nlargest(2 * RECENT_EDIT_DOCS, others, key=lambda d: d.edited_at)
+            if other.edited_line is not None
         ]  # snapshots taken here, on the event loop: the lookup itself runs on a helper thread
 
         def context(text: str, plan: CompletionPlan) -> list[Snippet]:
@@ -261,12 +280,14 @@ class InlineCompletions:
 
     async def suggest(
         self, snapshot: DocumentSnapshot, offset: int, options: Options, *, explicit: bool,
-        context: RepositoryContext | None = None, timings: dict[str, float] | None = None,
+        context: RepositoryContext | None = None, timings: dict[str, float] | None = None, ticket: Ticket | None = None,
     ) -> Suggestion | None:  # fmt: skip
         """The suggestion at `offset` of the snapshot, or None.
 
-        Raises Superseded when a newer request for the document replaced this one. `timings` receives where the
-        milliseconds went: plan (incremental parse + plan), context, queue, prefill, decode, finish.
+        Raises Superseded when a newer request for the document replaced this one: at the engine, or before the
+        engine when `ticket` (from `answer`, which sheds a request stale before planning) has turned stale by then.
+        `timings` receives where the milliseconds went: plan (incremental parse + plan), context, queue, prefill,
+        decode, finish.
         """
         ms = timings if timings is not None else {}
         t = time.perf_counter()
@@ -285,9 +306,10 @@ class InlineCompletions:
         if not plan.complete:
             log.debug("no completion: %s", plan.reason)
             return None
-        if context is not None:  # index lookups: off the event loop
-            plan.context[:0] = await asyncio.to_thread(context, text, plan)
+        if context is not None:  # index lookups: off the event loop, skipped if stale by the time a thread is free
+            plan.context[:0] = await asyncio.to_thread(self._context_unless_stale, context, text, plan, ticket)
             ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
+        self._shed_if_stale(ticket, "engine")
         completion = await self.worker.complete(edit_request(snapshot.session_id, plan, options))
         if completion is None:
             raise Superseded
@@ -312,7 +334,31 @@ class InlineCompletions:
             self.stats.copied += 1
         return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
 
+    def _shed_if_stale(self, ticket: Ticket | None, stage: str) -> None:
+        """Raise Superseded, counting it, when the request is stale on reaching `stage` ("plan" or "engine")."""
+        if ticket is not None and ticket.stale():
+            self.stats.count_shed(f"shed_before_{stage}")
+            raise Superseded
+
+    def _context_unless_stale(
+        self, context: RepositoryContext, text: str, plan: CompletionPlan, ticket: Ticket | None
+    ) -> list[Snippet]:
+        """On a helper thread: the repository context, or nothing for a request gone stale while it queued here."""
+        if ticket is not None and ticket.stale():  # read-only checks of the loop's state: at worst one lookup too many
+            self.stats.count_shed("context_skipped")
+            return []
+        return context(text, plan)
+
+    def _idle(self) -> bool:
+        """Nothing waits for the engine or for an answer: the background may use the time."""
+        return not self.worker.busy() and self.tickets.waiting() == 0
+
     async def _precompute(self, snapshot: DocumentSnapshot, shown: Suggestion, options: Options) -> None:
+        if not options.precompute:
+            return
+        if not self._idle():  # requests are waiting: they come first
+            self.stats.count_shed("precompute_yielded")
+            return
         if await self.precompute_next(snapshot, shown, options, self.context_for(snapshot)):
             self.stats.precomputed += 1
 
@@ -336,6 +382,9 @@ class InlineCompletions:
 
         plan = await asyncio.to_thread(plan_after)
         if not plan.complete:
+            return False
+        if not self._idle() or self.documents.get(snapshot.uri) is None:  # real requests came in meanwhile
+            self.stats.count_shed("precompute_yielded")
             return False
         # Its own KV session: the text after an accept that may not happen must not displace the document's prompt
         # from the document's session (the next keystroke's request would prefill its whole window again).
