@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="weights of the model (default auto)")
     parser.add_argument("--log-file", help="the server's log file")
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file as JSON")
+    parser.add_argument("--profile", metavar="PATH", help="run the server under cProfile (its event loop) into PATH")
 
 
 def source_files(n: int) -> list[Path]:
@@ -182,12 +183,13 @@ def proc_figures(pid: int) -> dict[str, float]:
 
 
 def server_command(args: argparse.Namespace) -> list[str]:
+    python = [sys.executable, *(["-m", "cProfile", "-o", args.profile] if args.profile else [])]
     if args.fixed:
         if not SERVE_FIXED.is_file():
             raise OSError(f"--fixed needs the engine double {SERVE_FIXED} (a source checkout)")
-        cmd = [sys.executable, str(SERVE_FIXED), "--text", args.fixed_text]
+        cmd = [*python, str(SERVE_FIXED), "--text", args.fixed_text]
     else:
-        cmd = [sys.executable, "-m", "waferline.cli", "serve", "--dtype", args.dtype]
+        cmd = [*python, "-m", "waferline.cli", "serve", "--dtype", args.dtype]
         if args.model:
             cmd += ["--model", args.model]
     return cmd + (["--log-file", args.log_file, "-v"] if args.log_file else [])

@@ -12,6 +12,7 @@ waited in every queue (the engine's own superseding, engine/jobs.py, remains the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,9 +30,14 @@ class Ticket:
 
     def stale(self) -> bool:
         """A newer request or change for the document arrived, or the document was closed (or opened again)."""
+        return self.superseded() or self.doc.text.version != self.version
+
+    def superseded(self) -> bool:
+        """A newer request for the document arrived, or the document was closed (or opened again): nothing this
+        request computes can be shown or reused. (A newer change alone leaves a model answer worth caching: the
+        request that follows the change may find it typed through.)"""
         return (
             self.tickets.latest.get(self.doc.uri) != self.number
-            or self.doc.text.version != self.version
             or self.tickets.documents.get(self.doc.uri) is not self.doc
         )
 
@@ -42,12 +48,14 @@ class Tickets:
     def __init__(self, documents: Mapping[str, Document]) -> None:
         self.documents = documents
         self.latest: dict[str, int] = {}
+        self.issued_at: dict[str, float] = {}  # uri -> when its latest request arrived (time.monotonic())
         self._issued = 0
 
     def issue(self, doc: Document) -> Ticket:
         """A ticket for a request that arrived now: every older ticket of the document turns stale."""
         self._issued += 1
         self.latest[doc.uri] = self._issued
+        self.issued_at[doc.uri] = time.monotonic()
         return Ticket(self, doc, doc.text.version, self._issued)
 
     def done(self, ticket: Ticket) -> None:
@@ -57,7 +65,14 @@ class Tickets:
 
     def drop(self, uri: str) -> None:
         self.latest.pop(uri, None)
+        self.issued_at.pop(uri, None)
 
     def waiting(self) -> int:
         """Documents with a request not yet answered: real work the background yields to."""
         return len(self.latest)
+
+    def typed_in(self, window_s: float) -> int:
+        """Documents that had a request in the last `window_s` seconds: more than one means more than one typist
+        (or a replay), a load the background should leave the engine to."""
+        since = time.monotonic() - window_s
+        return sum(1 for at in self.issued_at.values() if at >= since)

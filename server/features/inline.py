@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import heapq
 import logging
 import time
@@ -150,10 +151,14 @@ def prompt_prefix(plan: CompletionPlan) -> str:
     return "".join(s.text.rstrip("\r\n") + "\n" for s in plan.context if s.text.strip()) + plan.prefix
 
 
-def edit_request(session_id: str, plan: CompletionPlan, options: Options) -> EditRequest:
-    """The engine request for a plan. Stable context goes first and the prefix last (the engine's FIM template
-    puts the suffix before both for models trained suffix-prefix-middle), so a keystroke only appends tokens."""
-    return EditRequest(
+def edit_request(
+    session_id: str, plan: CompletionPlan, options: Options
+) -> tuple[EditRequest, Callable[[EditRequest], EditRequest] | None]:
+    """The engine request for a plan, and what adds its prompt-lookup candidates to it (None: none to add), which
+    the worker runs on the engine thread when the job starts: a job superseded in the queue never pays for them.
+    Stable context goes first and the prefix last (the engine's FIM template puts the suffix before both for models
+    trained suffix-prefix-middle), so a keystroke only appends tokens."""
+    request = EditRequest(
         session_id=session_id,
         prefix=prompt_prefix(plan),
         suffix=plan.suffix,
@@ -161,8 +166,17 @@ def edit_request(session_id: str, plan: CompletionPlan, options: Options) -> Edi
         temperature=options.temperature,
         time_budget_s=options.time_budget_ms / 1000.0,
         should_stop=lambda partial: should_stop(partial, plan),
-        candidates=line_candidates(plan.prefix, plan.suffix) if options.prompt_lookup and not plan.multiline else (),
     )
+    if not options.prompt_lookup or plan.multiline:
+        return request, None
+
+    def with_candidates(request: EditRequest) -> EditRequest:
+        return dataclasses.replace(request, candidates=line_candidates(plan.prefix, plan.suffix))
+
+    return request, with_candidates
+
+
+BUSY_WINDOW_S = 1.0  # requests for more than one document within this long: no precomputing (a load, not a typist)
 
 
 def precompute_session(session_id: str) -> str:
@@ -310,9 +324,10 @@ class InlineCompletions:
             plan.context[:0] = await asyncio.to_thread(self._context_unless_stale, context, text, plan, ticket)
             ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
         self._shed_if_stale(ticket, "engine")
-        completion = await self.worker.complete(edit_request(snapshot.session_id, plan, options))
-        if completion is None:
-            raise Superseded
+        request, prepare = edit_request(snapshot.session_id, plan, options)
+        completion = await self.worker.complete(request, prepare=prepare)
+        if completion is None or (ticket is not None and ticket.superseded()):
+            raise Superseded  # a newer request for the document is under way: its answer is the one to finish
         ms.update(
             queue=completion.queue_s * 1000, prefill=completion.prefill_s * 1000, decode=completion.decode_s * 1000
         )
@@ -350,8 +365,9 @@ class InlineCompletions:
         return context(text, plan)
 
     def _idle(self) -> bool:
-        """Nothing waits for the engine or for an answer: the background may use the time."""
-        return not self.worker.busy() and self.tickets.waiting() == 0
+        """Nothing waits for the engine or for an answer, and only one document is being typed in: the background
+        may use the time."""
+        return not self.worker.busy() and self.tickets.waiting() == 0 and self.tickets.typed_in(BUSY_WINDOW_S) <= 1
 
     async def _precompute(self, snapshot: DocumentSnapshot, shown: Suggestion, options: Options) -> None:
         if not options.precompute:
@@ -388,8 +404,8 @@ class InlineCompletions:
             return False
         # Its own KV session: the text after an accept that may not happen must not displace the document's prompt
         # from the document's session (the next keystroke's request would prefill its whole window again).
-        request = edit_request(precompute_session(snapshot.session_id), plan, options)
-        completion = await self.worker.precompute(request, document=snapshot.session_id)
+        request, prepare = edit_request(precompute_session(snapshot.session_id), plan, options)
+        completion = await self.worker.precompute(request, document=snapshot.session_id, prepare=prepare)
         if completion is None or not completion.complete:
             return False  # preempted by typing: a cut-short completion is not worth keeping
         finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)

@@ -5,7 +5,8 @@ On `initialized`, every workspace folder gets a `WorkspaceIndex` (index.py), bui
 completion prompt's context) work during the build and see what is indexed so far. Afterwards:
 
 - didOpen/didChange: the editor's text replaces the file's, re-extracted UPDATE_DELAY_S after the last change (one
-  parse per pause in typing, never per keystroke), on the index thread, never on the event loop; didSave at once.
+  parse per pause in typing, never per keystroke, and at most one per UPDATE_MIN_INTERVAL_S while typing goes on), on
+  the index thread, never on the event loop; didSave at once.
   Updates coalesce per document, latest wins: a document has at most one timer and one text waiting for the index
   thread (`_waiting`, keyed by URI), so however far the index thread falls behind, what waits is bounded by the
   open documents, never by the keystrokes, and a text superseded before its turn is never parsed;
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UPDATE_DELAY_S = 0.3  # after the last didChange of a document, re-extract it
+UPDATE_MIN_INTERVAL_S = 2.0  # and not sooner than this after its previous re-extraction (a server behind its input
+# sees long pauses between one document's keystrokes; this keeps it from re-indexing at every one)
+INDEX_OF_ENTRIES = 4096
 PROGRESS_INTERVAL_S = 0.2  # at most this often a $/progress report
 WATCHER_ID = "waferline-watched-files"
 CONTEXT_SNIPPET_LINES = 8  # lines of a definition from another file shown to the model
@@ -81,6 +85,10 @@ class Indexing:
         # uri -> (index, path, text) for the index thread, latest wins; the thread takes it out when it gets to it
         self._waiting: dict[str, tuple[WorkspaceIndex, Path, str]] = {}
         self._waiting_lock = threading.Lock()
+        self._last_update: dict[str, float] = {}  # uri -> when (loop time) it was last handed to the index thread
+        self._index_of: dict[
+            Path, WorkspaceIndex | None
+        ] = {}  # index_for's answers: resolving a path costs lstat calls
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.generation = 0  # bumped after every index change: cached completion context older than it is stale
@@ -165,6 +173,7 @@ class Indexing:
     def _build_one(self, folder: Path, token: str | None) -> int:
         index = self._open_index(folder)
         self.indexes[folder] = index  # lookups see what is indexed so far
+        self._index_of.clear()
         self._call_soon(self._sync_open_documents, folder)
         last = 0.0
 
@@ -203,6 +212,14 @@ class Indexing:
         """The index of the innermost workspace folder holding `path`."""
         if path is None:
             return None
+        if (known := self._index_of.get(path, False)) is not False:
+            return known
+        if len(self._index_of) > INDEX_OF_ENTRIES:
+            self._index_of.clear()
+        self._index_of[path] = found = self._find_index(path)
+        return found
+
+    def _find_index(self, path: Path) -> WorkspaceIndex | None:
         real = path.resolve()
         best = None
         for folder, index in list(self.indexes.items()):  # the build thread may add one meanwhile
@@ -244,7 +261,10 @@ class Indexing:
         loop = self._loop
         if loop is None or not uri.startswith("file:"):
             return
-        due = loop.time() + delay
+        now = loop.time()
+        due = now + delay
+        if delay > 0 and (last := self._last_update.get(uri)) is not None:
+            due = max(due, last + UPDATE_MIN_INTERVAL_S)
         if uri in self._due:
             self.ls.stats.count_shed("index_coalesced")
         self._due[uri] = due
@@ -263,10 +283,12 @@ class Indexing:
         due = self._due.get(uri)
         if due is None or self._loop is None:
             return
-        if due > self._loop.time():
+        now = self._loop.time()
+        if due > now:
             self._timers[uri] = self._loop.call_at(due, self._due_reached, uri)
             return
         del self._due[uri]
+        self._last_update[uri] = now
         self._flush(uri)
 
     def _flush(self, uri: str) -> None:
@@ -296,6 +318,7 @@ class Indexing:
         if (old := self._timers.pop(uri, None)) is not None:
             old.cancel()
         self._due.pop(uri, None)
+        self._last_update.pop(uri, None)
         with self._waiting_lock:
             self._waiting.pop(uri, None)  # its text is no longer the file's: back to the disk's
         path = uri_to_path(uri)
