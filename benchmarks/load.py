@@ -50,8 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--dtype", default="auto", help="weights of the model (default auto)")
     parser.add_argument("--log-file", help="the server's log file")
+    parser.add_argument(
+        "--large-mb", type=float, default=0.0, help="first open, complete in and close a document of this size, 3 times"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the report to this file as JSON")
     parser.add_argument("--profile", metavar="PATH", help="run the server under cProfile (its event loop) into PATH")
+    parser.add_argument(
+        "--python-wrapper", metavar="SCRIPT", help="start the server as `python SCRIPT <the server's script or -m>`"
+    )
 
 
 def source_files(n: int) -> list[Path]:
@@ -184,6 +190,7 @@ def proc_figures(pid: int) -> dict[str, float]:
 
 def server_command(args: argparse.Namespace) -> list[str]:
     python = [sys.executable, *(["-m", "cProfile", "-o", args.profile] if args.profile else [])]
+    python += [args.python_wrapper] if args.python_wrapper else []
     if args.fixed:
         if not SERVE_FIXED.is_file():
             raise OSError(f"--fixed needs the engine double {SERVE_FIXED} (a source checkout)")
@@ -298,6 +305,30 @@ async def type_all(client: Client, docs: list[Doc], args: argparse.Namespace, pi
     }
 
 
+async def open_and_close_large(client: Client, work: Path, mb: float, pid: int) -> dict[str, Any]:
+    """Open a large document (the stdlib sources repeated), ask one completion at its end, close it; three times.
+    The server's RSS before, with each open, and 2 s after each close: what a closed document leaves behind."""
+    unit = "".join(p.read_text(encoding="utf-8", errors="replace") for p in source_files(5))
+    text = (unit * (int(mb * 1e6) // len(unit) + 1))[: int(mb * 1e6)]
+    text = text[: text.rfind("\n") + 1]
+    uri = (work / "large.py").as_uri()
+    before = proc_figures(pid).get("vmrss")
+    opened, closed = [], []
+    for _ in range(3):
+        item = {"uri": uri, "languageId": "python", "version": 1, "text": text}
+        client.notify("textDocument/didOpen", {"textDocument": item})
+        at = {"line": text.count("\n"), "character": 0}
+        params = {"textDocument": {"uri": uri}, "position": at, "context": {"triggerKind": 1}}
+        await asyncio.wait_for(client.request("textDocument/inlineCompletion", params), 120)
+        opened.append(_mb(proc_figures(pid).get("vmrss")))
+        client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        await asyncio.wait_for(client.request("waferline/stats", {}), 60)  # the close was handled
+        await asyncio.sleep(2.0)
+        closed.append(_mb(proc_figures(pid).get("vmrss")))
+    return {"large_mb": mb, "large_rss_mb_before": _mb(before), "large_rss_mb_open": opened,
+            "large_rss_mb_closed": closed}  # fmt: skip
+
+
 def _latencies(name: str, sent: list[Sent]) -> dict[str, float | None]:
     ms = [((s.answered_at or s.at) - s.at) * 1000.0 for s in sent]
     return {f"{name}_p{q}": _round(percentile(ms, q)) for q in (50, 95, 99)}
@@ -335,7 +366,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             client.notify("textDocument/didOpen", {"textDocument": item})
         engine = await wait_for_engine(client)
         await asyncio.sleep(1.0)  # the workspace index of the copies is built meanwhile
-        report = {"engine": engine, **await type_all(client, docs, args, proc.pid)}
+        report: dict[str, Any] = {"engine": engine}
+        if args.large_mb > 0:
+            report.update(await open_and_close_large(client, work, args.large_mb, proc.pid))
+        report.update(await type_all(client, docs, args, proc.pid))
         stats = await asyncio.wait_for(client.request("waferline/stats", {}), args.drain_timeout)
         report["server_stats"] = {k: v for k, v in (stats or {}).items() if not isinstance(v, dict | list)}
         await asyncio.wait_for(client.request("shutdown", None), 30)
