@@ -273,7 +273,7 @@ async def type_all(client: Client, docs: list[Doc], args: argparse.Namespace, pi
     nonempty = [s for s in answered if s.nonempty]
     bursts = [s for s in sent if s.last_of_burst]
     last = {s.doc: s for s in sent}  # each document's last request
-    drain = max((s.answered_at for s in answered), default=stopped) - stopped
+    drain = max((s.answered_at or stopped for s in answered), default=stopped) - stopped
     return {
         "docs": len(docs),
         "rate_per_doc": args.rate,
@@ -355,7 +355,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     client = Client(proc)
     tasks = [asyncio.create_task(client.read()), asyncio.create_task(client.drain_stderr())]
     try:
-        caps = {"textDocument": {"inlineCompletion": {}, "synchronization": {}}}
+        caps: dict[str, Any] = {"textDocument": {"inlineCompletion": {}, "synchronization": {}}}
         folder = {"uri": work.as_uri(), "name": "load"}
         options = {"waferline": {"indexCacheDir": str(tmp / "index"), **({} if args.fixed else {"dtype": args.dtype})}}
         init = {"processId": None, "rootUri": work.as_uri(), "workspaceFolders": [folder], "capabilities": caps}

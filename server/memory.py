@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ TRIM_DELAY_S = 0.5  # after the close: the index and engine threads drop their c
 
 
 @functools.cache
-def _malloc_trim() -> ctypes._CFuncPtr | None:
+def _malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     if name is None:
         return None

@@ -14,13 +14,10 @@ on the assumption that this one is accepted.
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
-import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from waferline.engine.api import Completion, EditRequest
@@ -28,11 +25,12 @@ from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
 from waferline.server.features.confidence import features, load_calibration
 from waferline.server.features.prompt_lookup import line_candidates
+from waferline.server.features.recent_edits import recent_edit_snippets, recent_edits
+from waferline.server.features.suggestion_cache import Suggestion, SuggestionCache
 from waferline.server.options import Options
 from waferline.server.shedding import Ticket, Tickets
 from waferline.server.stats import Stats
 from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import line_comment
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import Finished, finish_completion, should_stop
 from waferline.server.syntax.repetition import loop_start
@@ -45,93 +43,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CACHE_ENTRIES = 4  # suggestions remembered per document: the one on screen and a few precomputed ones
 # (text, plan) -> snippets from outside the document for the prompt (definitions from the repository index,
 # server/repository/workspace.py, and other documents' recent edits); put before the document's own context, they
 # stay the same while the user types, so the engine's KV cache keeps them.
 RepositoryContext = Callable[[str, CompletionPlan], list[Snippet]]
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    text: str  # what to insert at the cursor
-    offset: int  # the cursor, a `str` offset into the text the suggestion was made for
-    replace_end: int  # the suggestion replaces [offset, replace_end) (characters the editor auto-closed)
-    source: str  # "model" or "cache"
-    confidence: float | None = None  # the calibrated chance it is right (features/confidence.py); None from the cache
-    features: dict[str, float] | None = None  # what the confidence was computed from
-
-
-@dataclass(frozen=True)
-class _Entry:
-    prefix: str  # the whole text before the cursor when the suggestion was made
-    suffix: str  # the whole text after it
-    text: str
-    replace_len: int
-
-
-class SuggestionCache:
-    """The suggestions a document has seen, looked up by the text around the cursor.
-
-    A suggestion stays valid while the user types its start: the text before the cursor grows by exactly what was
-    typed, the text after it is unchanged, and what was typed is the suggestion's start. Then the rest is the
-    answer, without the model. Precomputed suggestions (made for the text as it will be after an accept) are found
-    the same way, with nothing typed yet.
-    """
-
-    def __init__(self) -> None:
-        self._entries: collections.deque[_Entry] = collections.deque(maxlen=CACHE_ENTRIES)
-
-    def remember(self, text: str, offset: int, insert_text: str, replace_end: int) -> None:
-        assert 0 <= offset <= replace_end <= len(text), "a suggestion replaces forward from the cursor"
-        self._entries.append(_Entry(text[:offset], text[offset:], insert_text, replace_end - offset))
-
-    def lookup(self, text: str, offset: int) -> Suggestion | None:
-        prefix = text[:offset]
-        suffix = text[offset:]
-        for e in reversed(self._entries):
-            if suffix != e.suffix or not prefix.startswith(e.prefix):
-                continue
-            typed = prefix[len(e.prefix) :]
-            if len(typed) < len(e.text) and e.text.startswith(typed):
-                return Suggestion(e.text[len(typed) :], offset, offset + e.replace_len, "cache")
-        return None
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-RECENT_EDIT_DOCS = 2  # other open documents whose last edited region goes into the prompt
-RECENT_EDIT_LINES = 6  # lines kept on each side of that edit
-RECENT_EDIT_MAX_AGE_S = 600.0
-
-
-@dataclass(frozen=True)
-class RecentEdit:
-    """Where another open document was last edited: a snapshot taken on the event loop."""
-
-    path: str
-    language_id: str
-    text: str
-    line: int
-    at: float  # time.monotonic() of the edit
-
-
-def recent_edit_snippets(edits: list[RecentEdit], language_id: str, budget: int, now: float) -> list[Snippet]:
-    """The regions most recently edited in other open documents of the same language, newest first, within `budget`
-    characters: what the developer was just working on is often what they are about to use. They do not change
-    while the user types in this document, so the KV cache keeps them."""
-    out: list[Snippet] = []
-    fresh = [e for e in edits if e.language_id == language_id and now - e.at <= RECENT_EDIT_MAX_AGE_S]
-    for e in sorted(fresh, key=lambda e: e.at, reverse=True)[:RECENT_EDIT_DOCS]:
-        lines = e.text.splitlines()
-        first = max(0, e.line - RECENT_EDIT_LINES)
-        body = "\n".join(lines[first : e.line + RECENT_EDIT_LINES + 1]).rstrip()
-        text = f"{line_comment(language_id)} {e.path} (recently edited)\n{body}"
-        if body.strip() and len(text) + 1 <= budget:
-            budget -= len(text) + 1
-            out.append(Snippet("recent_edit", text, path=e.path, start_line=first))
-    return out
 
 
 def skip_reason(text: str, options: Options) -> str | None:
@@ -272,18 +187,8 @@ class InlineCompletions:
         regions recently edited in other open documents, within what the plan leaves (plan.context_budget)."""
         repository = self.repository
         definitions = repository.completion_context(snapshot.uri) if repository is not None else None
-        others = [
-            other
-            for other in self.documents.values()
-            if other.uri != snapshot.uri and other.edited_line is not None and other.language_id == snapshot.language_id
-        ]  # only the most recent few can make the prompt: one snapshot per open document would cost O(documents)
-        edits = [
-            RecentEdit(
-                other.uri.rsplit("/", 1)[-1], other.language_id, other.text.text, other.edited_line, other.edited_at
-            )
-            for other in heapq.nlargest(2 * RECENT_EDIT_DOCS, others, key=lambda d: d.edited_at)
-            if other.edited_line is not None
-        ]  # snapshots taken here, on the event loop: the lookup itself runs on a helper thread
+        # Snapshots taken here, on the event loop: the lookup itself runs on a helper thread.
+        edits = recent_edits(self.documents.values(), snapshot)
 
         def context(text: str, plan: CompletionPlan) -> list[Snippet]:
             found = definitions(text, plan) if definitions is not None else []

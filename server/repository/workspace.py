@@ -212,8 +212,8 @@ class Indexing:
         """The index of the innermost workspace folder holding `path`."""
         if path is None:
             return None
-        if (known := self._index_of.get(path, False)) is not False:
-            return known
+        if path in self._index_of:
+            return self._index_of[path]
         if len(self._index_of) > INDEX_OF_ENTRIES:
             self._index_of.clear()
         self._index_of[path] = found = self._find_index(path)

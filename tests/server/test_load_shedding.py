@@ -8,6 +8,7 @@ import asyncio
 import gc
 import shutil
 import threading
+import time
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +19,8 @@ from lsprotocol import types
 
 from waferline.server.background import Background
 from waferline.server.document import Document
-from waferline.server.features.inline import InlineCompletions, RecentEdit
+from waferline.server.features.inline import InlineCompletions
+from waferline.server.features.recent_edits import RecentEdit
 from waferline.server.handlers import create_server
 from waferline.server.options import Options
 from waferline.server.repository.index import IndexOptions, WorkspaceIndex
@@ -144,12 +146,15 @@ def test_a_lookup_whose_request_went_stale_in_the_queue_is_skipped() -> None:
     assert gate.calls == 0 and inline.stats.context_skipped == 1
 
 
-def test_recent_edits_snapshot_only_the_most_recent_documents() -> None:
+def test_recent_edits_snapshot_only_the_most_recent_settled_documents() -> None:
     inline, _, doc, documents = setup_inline()
     for i in range(50):
         other = Document.open(f"file:///work/m{i}.py", "python", f"x_{i} = {i}\n")
         other.edited_line, other.edited_at = 0, float(i)
         documents[other.uri] = other
+    hot = Document.open("file:///work/hot.py", "python", "y = 1\n")
+    hot.edited_line, hot.edited_at = 0, time.monotonic()  # still being typed in: it would churn every prompt
+    documents[hot.uri] = hot
     taken: list[RecentEdit] = []
     original = RecentEdit.__init__
 
