@@ -5,6 +5,7 @@ document; closing a document leaves no copy of it behind (server/app.py `close_d
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import shutil
 import threading
@@ -17,6 +18,7 @@ from typing import Any
 from fixed_engine import FixedEngine
 from lsprotocol import types
 
+from waferline.engine.api import EditRequest
 from waferline.server.background import Background
 from waferline.server.document import Document
 from waferline.server.features.inline import InlineCompletions
@@ -196,3 +198,34 @@ def test_closing_a_large_document_leaves_no_copy_behind() -> None:
     assert isinstance(engine, FixedEngine) and uri not in engine._prompts, "its KV session was dropped"
     assert uri not in server.documents and uri not in server.inline._caches and uri not in server.inline.tickets.latest
     server.worker.close()
+
+
+def test_a_job_superseded_in_the_queue_never_prepares_its_request() -> None:
+    worker = Worker(Stats())
+    prepared: list[str] = []
+    busy = threading.Event()
+
+    def prepare(name: str) -> Any:
+        def add_candidates(request: EditRequest) -> EditRequest:
+            prepared.append(name)
+            return dataclasses.replace(request, candidates=("x",))
+
+        return add_candidates
+
+    async def main() -> list[Any]:
+        await worker.load(lambda: FixedEngine("1"))
+        worker._jobs.submit("other", lambda cancel: busy.wait(10))  # the engine is busy with another document
+        older = asyncio.ensure_future(
+            worker.complete(EditRequest(session_id="d", prefix="a", suffix=""), prepare=prepare("older"))
+        )
+        await asyncio.sleep(0.05)
+        newer = asyncio.ensure_future(
+            worker.complete(EditRequest(session_id="d", prefix="ab", suffix=""), prepare=prepare("newer"))
+        )
+        await asyncio.sleep(0.05)
+        busy.set()
+        return list(await asyncio.gather(older, newer))
+
+    older, newer = asyncio.run(main())
+    worker.close()
+    assert older is None and newer is not None and prepared == ["newer"]
