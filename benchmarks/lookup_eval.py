@@ -49,7 +49,8 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                                max_context_chars=engine.context_chars(64))  # fmt: skip
         if not plan.complete:
             continue
-        request = edit_request(f"case{i}", plan, Options())
+        request, add_candidates = edit_request(f"case{i}", plan, Options())
+        request = add_candidates(request) if add_candidates is not None else request
         own = engine.complete(dataclasses.replace(request, candidates=()), lambda: False)
         finished = finish_completion(c.document, c.offset, "python", own.text, plan)
         session = engine.pool.get(f"case{i}")

@@ -38,6 +38,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-index": ("waferline.benchmarks.index", "index a folder cold and warm and time lookups (default: stdlib)"),
     "bench-hover": ("waferline.benchmarks.hover", "time deterministic hover on the standard library's index"),
     "bench-syntax": ("waferline.benchmarks.syntax", "time the syntax work of one keystroke on a 2,000-line file"),
+    "bench-load": (
+        "waferline.benchmarks.load",
+        "type into many documents at once without waiting: does the server keep up",
+    ),
 }
 
 

@@ -20,6 +20,7 @@ from pygls.exceptions import FeatureRequestError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from waferline.engine.api import Engine
+from waferline.server import memory
 from waferline.server.background import Background
 from waferline.server.document import Document
 from waferline.server.features.hover import SummaryCache
@@ -164,9 +165,12 @@ class WaferlineServer(LanguageServer):
         doc.text.version = params.text_document.version
 
     def close_document(self, uri: str) -> None:
-        if self.documents.pop(uri, None) is not None:
+        """Drop every copy of the document's text the server holds; after a large one, give the memory back."""
+        if (doc := self.documents.pop(uri, None)) is not None:
             self.worker.drop(uri)
             self.inline.forget(uri)
+            if len(doc.text.text) >= memory.TRIM_AFTER_BYTES:
+                memory.trim_soon()
 
     def document(self, uri: str) -> Document:
         """The open document, or an InvalidParams error the client can read."""

@@ -42,6 +42,13 @@ class Stats:
     copied: int = 0  # suggestions the engine took from the server's prompt-lookup candidates
     errors: int = 0  # requests answered with an error (bad input)
     generations: int = 0  # model runs that finished (not superseded)
+    # Load shedding (server/shedding.py): work made free by a newer change or request for the same document.
+    shed_before_plan: int = 0  # requests stale when their turn came: answered empty before any parse or plan
+    shed_before_engine: int = 0  # requests stale after planning or the repository lookup: never queued for the engine
+    context_skipped: int = 0  # repository lookups skipped because their request was stale when a thread was free
+    precompute_yielded: int = 0  # background precomputes given up because real requests were waiting
+    index_updates: int = 0  # re-extractions of open documents for the workspace index
+    index_coalesced: int = 0  # document changes folded into an index update already waiting for the same document
     prompt_tokens_total: int = 0
     prefilled_tokens_total: int = 0  # prompt tokens the model had to compute; the rest came from the KV cache
     new_tokens_total: int = 0
@@ -51,6 +58,11 @@ class Stats:
     # where the milliseconds of a model answer go: did_change, plan, context, queue, prefill, decode, finish
     phases_ms: dict[str, list[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count_shed(self, name: str, n: int = 1) -> None:
+        """Add to one of the shedding counters (from any thread)."""
+        with self._lock:
+            setattr(self, name, getattr(self, name) + n)
 
     def add_latency(self, ms: float) -> None:
         with self._lock:
@@ -86,7 +98,8 @@ class Stats:
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
                     "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
-                    "prefilled_tokens_total", "new_tokens_total",
+                    "prefilled_tokens_total", "new_tokens_total", "shed_before_plan", "shed_before_engine",
+                    "context_skipped", "precompute_yielded", "index_updates", "index_coalesced",
                 )
             }  # fmt: skip
             decode_s = self.decode_s_total

@@ -21,6 +21,8 @@ from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
 
+Prepare = Callable[[EditRequest], EditRequest]  # finishes a request on the engine thread, when its job starts
+
 
 class Worker:
     """Async front of the engine for the event loop: `load` the engine, await `complete` or `chat`, `precompute`
@@ -71,18 +73,21 @@ class Worker:
         await self._ready.wait()
 
     # -- requests ------------------------------------------------------------------------------------------------
-    async def complete(self, request: EditRequest) -> Completion | None:
+    async def complete(self, request: EditRequest, *, prepare: Prepare | None = None) -> Completion | None:
         """The completion, or None if a newer request for the same session superseded it. A prompt the engine
-        refuses (too long for its context...) is answered with an empty completion."""
+        refuses (too long for its context...) is answered with an empty completion. `prepare` finishes the request
+        on the engine thread when its job starts (work a job superseded in the queue never does)."""
         await self.settled()
-        return await self._submit(request.session_id, "complete", request, refused_empty=True)
+        return await self._submit(request.session_id, "complete", request, refused_empty=True, prepare=prepare)
 
-    async def precompute(self, request: EditRequest, *, document: str | None = None) -> Completion | None:
+    async def precompute(
+        self, request: EditRequest, *, document: str | None = None, prepare: Prepare | None = None
+    ) -> Completion | None:
         """Like `complete`, but only while the engine has nothing else to do: any regular request preempts it, and a
         regular request for `document` supersedes it (the request may use a KV session of its own)."""
         await self.settled()
         key = document or request.session_id
-        return await self._submit(key, "complete", request, refused_empty=True, idle=True)
+        return await self._submit(key, "complete", request, refused_empty=True, idle=True, prepare=prepare)
 
     async def chat(self, request: ChatRequest) -> Completion | None:
         """The assistant's reply, or None when superseded or cancelled (by a newer request for the same session).
@@ -91,8 +96,9 @@ class Worker:
         return await self._submit(request.session_id, "chat", request, refused_empty=False)
 
     async def _submit(
-        self, key: str, method: str, request: EditRequest | ChatRequest, *, refused_empty: bool, idle: bool = False
-    ) -> Completion | None:
+        self, key: str, method: str, request: EditRequest | ChatRequest, *, refused_empty: bool, idle: bool = False,
+        prepare: Prepare | None = None,
+    ) -> Completion | None:  # fmt: skip
         """Queue the engine's `method` ("complete" or "chat") on the engine thread under `key` and await it: the job
         is the engine's bound method itself, and the accounting (queue time, statistics, a refused prompt) happens
         here, on the event loop."""
@@ -102,6 +108,12 @@ class Worker:
                 raise ChatUnsupported(f"no engine is loaded ({self.load_error or 'not yet'})")
             return Completion(text="", stop_reason="unavailable")  # the model failed to load: the user was told why
         call: Callable[[ShouldCancel], Completion] = functools.partial(getattr(engine, method), request)
+        if prepare is not None and isinstance(request, EditRequest):
+            run = getattr(engine, method)
+
+            def call(cancel: ShouldCancel, request: EditRequest = request) -> Completion:
+                return run(prepare(request), cancel)
+
         job = self._jobs.submit(key, call, idle=idle)
         try:
             completion = await asyncio.wrap_future(job.future)

@@ -2,23 +2,24 @@
 
 `InlineCompletions` is the feature: the registration module (server/handlers.py) calls `answer` for every
 textDocument/inlineCompletion request (and textDocument/completion for clients without inline completion). One
-request travels: a `DocumentSnapshot` taken at once -> typed-through cache (the user typed the start of the
+request travels: a ticket for its document (server/shedding.py: a newer request or change makes it stale, and a
+stale request is answered empty at whichever stage it is noticed, before the plan, the repository lookup or the
+engine) -> a `DocumentSnapshot` -> typed-through cache (the user typed the start of the
 suggestion on screen: answer the rest at once) -> `plan_completion` (complete here at all? single or multi-line?
 what context, which stop rules?) -> an `EditRequest` laid out so that typing only appends to the prompt -> the
 engine worker (superseded by a newer request for the same document) -> `finish_completion` (cut at a syntactic
 boundary, balance brackets, refuse what does not parse) -> the confidence gate -> a `Suggestion` whose range covers
-what it replaces. After a suggestion from the model is shown, the next one is precomputed while the engine is idle,
-on the assumption that this one is accepted.
+what it replaces. After a suggestion from the model is shown, the next one is precomputed while the engine is idle
+and nothing else waits, on the assumption that this one is accepted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from waferline.engine.api import Completion, EditRequest
@@ -26,10 +27,12 @@ from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
 from waferline.server.features.confidence import features, load_calibration
 from waferline.server.features.prompt_lookup import line_candidates
+from waferline.server.features.recent_edits import recent_edit_snippets, recent_edits
+from waferline.server.features.suggestion_cache import Suggestion, SuggestionCache
 from waferline.server.options import Options
+from waferline.server.shedding import Ticket, Tickets
 from waferline.server.stats import Stats
 from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import line_comment
 from waferline.server.syntax.plan import CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import Finished, finish_completion, should_stop
 from waferline.server.syntax.repetition import loop_start
@@ -42,93 +45,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CACHE_ENTRIES = 4  # suggestions remembered per document: the one on screen and a few precomputed ones
 # (text, plan) -> snippets from outside the document for the prompt (definitions from the repository index,
 # server/repository/workspace.py, and other documents' recent edits); put before the document's own context, they
 # stay the same while the user types, so the engine's KV cache keeps them.
 RepositoryContext = Callable[[str, CompletionPlan], list[Snippet]]
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    text: str  # what to insert at the cursor
-    offset: int  # the cursor, a `str` offset into the text the suggestion was made for
-    replace_end: int  # the suggestion replaces [offset, replace_end) (characters the editor auto-closed)
-    source: str  # "model" or "cache"
-    confidence: float | None = None  # the calibrated chance it is right (features/confidence.py); None from the cache
-    features: dict[str, float] | None = None  # what the confidence was computed from
-
-
-@dataclass(frozen=True)
-class _Entry:
-    prefix: str  # the whole text before the cursor when the suggestion was made
-    suffix: str  # the whole text after it
-    text: str
-    replace_len: int
-
-
-class SuggestionCache:
-    """The suggestions a document has seen, looked up by the text around the cursor.
-
-    A suggestion stays valid while the user types its start: the text before the cursor grows by exactly what was
-    typed, the text after it is unchanged, and what was typed is the suggestion's start. Then the rest is the
-    answer, without the model. Precomputed suggestions (made for the text as it will be after an accept) are found
-    the same way, with nothing typed yet.
-    """
-
-    def __init__(self) -> None:
-        self._entries: collections.deque[_Entry] = collections.deque(maxlen=CACHE_ENTRIES)
-
-    def remember(self, text: str, offset: int, insert_text: str, replace_end: int) -> None:
-        assert 0 <= offset <= replace_end <= len(text), "a suggestion replaces forward from the cursor"
-        self._entries.append(_Entry(text[:offset], text[offset:], insert_text, replace_end - offset))
-
-    def lookup(self, text: str, offset: int) -> Suggestion | None:
-        prefix = text[:offset]
-        suffix = text[offset:]
-        for e in reversed(self._entries):
-            if suffix != e.suffix or not prefix.startswith(e.prefix):
-                continue
-            typed = prefix[len(e.prefix) :]
-            if len(typed) < len(e.text) and e.text.startswith(typed):
-                return Suggestion(e.text[len(typed) :], offset, offset + e.replace_len, "cache")
-        return None
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-RECENT_EDIT_DOCS = 2  # other open documents whose last edited region goes into the prompt
-RECENT_EDIT_LINES = 6  # lines kept on each side of that edit
-RECENT_EDIT_MAX_AGE_S = 600.0
-
-
-@dataclass(frozen=True)
-class RecentEdit:
-    """Where another open document was last edited: a snapshot taken on the event loop."""
-
-    path: str
-    language_id: str
-    text: str
-    line: int
-    at: float  # time.monotonic() of the edit
-
-
-def recent_edit_snippets(edits: list[RecentEdit], language_id: str, budget: int, now: float) -> list[Snippet]:
-    """The regions most recently edited in other open documents of the same language, newest first, within `budget`
-    characters: what the developer was just working on is often what they are about to use. They do not change
-    while the user types in this document, so the KV cache keeps them."""
-    out: list[Snippet] = []
-    fresh = [e for e in edits if e.language_id == language_id and now - e.at <= RECENT_EDIT_MAX_AGE_S]
-    for e in sorted(fresh, key=lambda e: e.at, reverse=True)[:RECENT_EDIT_DOCS]:
-        lines = e.text.splitlines()
-        first = max(0, e.line - RECENT_EDIT_LINES)
-        body = "\n".join(lines[first : e.line + RECENT_EDIT_LINES + 1]).rstrip()
-        text = f"{line_comment(language_id)} {e.path} (recently edited)\n{body}"
-        if body.strip() and len(text) + 1 <= budget:
-            budget -= len(text) + 1
-            out.append(Snippet("recent_edit", text, path=e.path, start_line=first))
-    return out
 
 
 def skip_reason(text: str, options: Options) -> str | None:
@@ -148,10 +68,14 @@ def prompt_prefix(plan: CompletionPlan) -> str:
     return "".join(s.text.rstrip("\r\n") + "\n" for s in plan.context if s.text.strip()) + plan.prefix
 
 
-def edit_request(session_id: str, plan: CompletionPlan, options: Options) -> EditRequest:
-    """The engine request for a plan. Stable context goes first and the prefix last (the engine's FIM template
-    puts the suffix before both for models trained suffix-prefix-middle), so a keystroke only appends tokens."""
-    return EditRequest(
+def edit_request(
+    session_id: str, plan: CompletionPlan, options: Options
+) -> tuple[EditRequest, Callable[[EditRequest], EditRequest] | None]:
+    """The engine request for a plan, and what adds its prompt-lookup candidates to it (None: none to add), which
+    the worker runs on the engine thread when the job starts: a job superseded in the queue never pays for them.
+    Stable context goes first and the prefix last (the engine's FIM template puts the suffix before both for models
+    trained suffix-prefix-middle), so a keystroke only appends tokens."""
+    request = EditRequest(
         session_id=session_id,
         prefix=prompt_prefix(plan),
         suffix=plan.suffix,
@@ -159,8 +83,17 @@ def edit_request(session_id: str, plan: CompletionPlan, options: Options) -> Edi
         temperature=options.temperature,
         time_budget_s=options.time_budget_ms / 1000.0,
         should_stop=lambda partial: should_stop(partial, plan),
-        candidates=line_candidates(plan.prefix, plan.suffix) if options.prompt_lookup and not plan.multiline else (),
     )
+    if not options.prompt_lookup or plan.multiline:
+        return request, None
+
+    def with_candidates(request: EditRequest) -> EditRequest:
+        return dataclasses.replace(request, candidates=line_candidates(plan.prefix, plan.suffix))
+
+    return request, with_candidates
+
+
+BUSY_WINDOW_S = 1.0  # requests for more than one document within this long: no precomputing (a load, not a typist)
 
 
 def precompute_session(session_id: str) -> str:
@@ -192,6 +125,7 @@ class InlineCompletions:
         self.documents = documents
         self.background = background
         self.repository = repository
+        self.tickets = Tickets(documents)  # each document's newest request: older ones are shed (server/shedding.py)
         self._caches: dict[str, SuggestionCache] = {}
 
     def forget(self, uri: str | None = None) -> None:
@@ -201,22 +135,31 @@ class InlineCompletions:
             self._caches.clear()
         else:
             self._caches.pop(uri, None)
+            self.tickets.drop(uri)
 
     def cache(self, uri: str) -> SuggestionCache:
         return self._caches.setdefault(uri, SuggestionCache())
 
     async def answer(self, doc: Document, offset: int, options: Options, *, explicit: bool) -> Suggestion | None:
         """The suggestion at `offset` of `doc` for a completion request, with the bookkeeping every request shares:
-        counting it, timing it, answering empty when superseded, and precomputing the next suggestion after a model
-        answer. None also when the user typed on while the model ran (the answer is cached for the next request)."""
+        counting it, timing it, answering empty when superseded (by a newer change or request for the document, at
+        whichever stage it is noticed), and precomputing the next suggestion after a model answer. None also when the
+        user typed on while the model ran (the answer is cached for the next request)."""
         t0 = time.perf_counter()
         self.stats.requests += 1
-        snapshot = doc.snapshot()
+        ticket = self.tickets.issue(doc)
         timings: dict[str, float] = {}
         try:
+            # One turn of the event loop: the requests that arrived with this one (a backlog the transport read at
+            # once) take their tickets first, so if a newer one is for this document, this one is shed before it
+            # parses anything. Unloaded, the turn costs microseconds.
+            await asyncio.sleep(0)
+            self._shed_if_stale(ticket, "plan")
+            snapshot = doc.snapshot()
             s = await self.suggest(
-                snapshot, offset, options, explicit=explicit, context=self.context_for(snapshot), timings=timings
-            )
+                snapshot, offset, options, explicit=explicit, context=self.context_for(snapshot), timings=timings,
+                ticket=ticket,
+            )  # fmt: skip
         except asyncio.CancelledError:  # $/cancelRequest: pygls answers RequestCancelled
             self.stats.cancelled += 1
             raise
@@ -224,6 +167,8 @@ class InlineCompletions:
             self.stats.cancelled += 1
             self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
             return None
+        finally:
+            self.tickets.done(ticket)
         self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
         if s is not None and s.source == "model":
             self.stats.add_phases(timings)
@@ -244,13 +189,8 @@ class InlineCompletions:
         regions recently edited in other open documents, within what the plan leaves (plan.context_budget)."""
         repository = self.repository
         definitions = repository.completion_context(snapshot.uri) if repository is not None else None
-        edits = [
-            RecentEdit(
-                other.uri.rsplit("/", 1)[-1], other.language_id, other.text.text, other.edited_line, other.edited_at
-            )
-            for other in self.documents.values()
-            if other.uri != snapshot.uri and other.edited_line is not None
-        ]  # snapshots taken here, on the event loop: the lookup itself runs on a helper thread
+        # Snapshots taken here, on the event loop: the lookup itself runs on a helper thread.
+        edits = recent_edits(self.documents.values(), snapshot)
 
         def context(text: str, plan: CompletionPlan) -> list[Snippet]:
             found = definitions(text, plan) if definitions is not None else []
@@ -261,12 +201,14 @@ class InlineCompletions:
 
     async def suggest(
         self, snapshot: DocumentSnapshot, offset: int, options: Options, *, explicit: bool,
-        context: RepositoryContext | None = None, timings: dict[str, float] | None = None,
+        context: RepositoryContext | None = None, timings: dict[str, float] | None = None, ticket: Ticket | None = None,
     ) -> Suggestion | None:  # fmt: skip
         """The suggestion at `offset` of the snapshot, or None.
 
-        Raises Superseded when a newer request for the document replaced this one. `timings` receives where the
-        milliseconds went: plan (incremental parse + plan), context, queue, prefill, decode, finish.
+        Raises Superseded when a newer request for the document replaced this one: at the engine, or before the
+        engine when `ticket` (from `answer`, which sheds a request stale before planning) has turned stale by then.
+        `timings` receives where the milliseconds went: plan (incremental parse + plan), context, queue, prefill,
+        decode, finish.
         """
         ms = timings if timings is not None else {}
         t = time.perf_counter()
@@ -285,12 +227,14 @@ class InlineCompletions:
         if not plan.complete:
             log.debug("no completion: %s", plan.reason)
             return None
-        if context is not None:  # index lookups: off the event loop
-            plan.context[:0] = await asyncio.to_thread(context, text, plan)
+        if context is not None:  # index lookups: off the event loop, skipped if stale by the time a thread is free
+            plan.context[:0] = await asyncio.to_thread(self._context_unless_stale, context, text, plan, ticket)
             ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
-        completion = await self.worker.complete(edit_request(snapshot.session_id, plan, options))
-        if completion is None:
-            raise Superseded
+        self._shed_if_stale(ticket, "engine")
+        request, prepare = edit_request(snapshot.session_id, plan, options)
+        completion = await self.worker.complete(request, prepare=prepare)
+        if completion is None or (ticket is not None and ticket.superseded()):
+            raise Superseded  # a newer request for the document is under way: its answer is the one to finish
         ms.update(
             queue=completion.queue_s * 1000, prefill=completion.prefill_s * 1000, decode=completion.decode_s * 1000
         )
@@ -312,7 +256,32 @@ class InlineCompletions:
             self.stats.copied += 1
         return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
 
+    def _shed_if_stale(self, ticket: Ticket | None, stage: str) -> None:
+        """Raise Superseded, counting it, when the request is stale on reaching `stage` ("plan" or "engine")."""
+        if ticket is not None and ticket.stale():
+            self.stats.count_shed(f"shed_before_{stage}")
+            raise Superseded
+
+    def _context_unless_stale(
+        self, context: RepositoryContext, text: str, plan: CompletionPlan, ticket: Ticket | None
+    ) -> list[Snippet]:
+        """On a helper thread: the repository context, or nothing for a request gone stale while it queued here."""
+        if ticket is not None and ticket.stale():  # read-only checks of the loop's state: at worst one lookup too many
+            self.stats.count_shed("context_skipped")
+            return []
+        return context(text, plan)
+
+    def _idle(self) -> bool:
+        """Nothing waits for the engine or for an answer, and only one document is being typed in: the background
+        may use the time."""
+        return not self.worker.busy() and self.tickets.waiting() == 0 and self.tickets.typed_in(BUSY_WINDOW_S) <= 1
+
     async def _precompute(self, snapshot: DocumentSnapshot, shown: Suggestion, options: Options) -> None:
+        if not options.precompute:
+            return
+        if not self._idle():  # requests are waiting: they come first
+            self.stats.count_shed("precompute_yielded")
+            return
         if await self.precompute_next(snapshot, shown, options, self.context_for(snapshot)):
             self.stats.precomputed += 1
 
@@ -337,10 +306,13 @@ class InlineCompletions:
         plan = await asyncio.to_thread(plan_after)
         if not plan.complete:
             return False
+        if not self._idle() or self.documents.get(snapshot.uri) is None:  # real requests came in meanwhile
+            self.stats.count_shed("precompute_yielded")
+            return False
         # Its own KV session: the text after an accept that may not happen must not displace the document's prompt
         # from the document's session (the next keystroke's request would prefill its whole window again).
-        request = edit_request(precompute_session(snapshot.session_id), plan, options)
-        completion = await self.worker.precompute(request, document=snapshot.session_id)
+        request, prepare = edit_request(precompute_session(snapshot.session_id), plan, options)
+        completion = await self.worker.precompute(request, document=snapshot.session_id, prepare=prepare)
         if completion is None or not completion.complete:
             return False  # preempted by typing: a cut-short completion is not worth keeping
         finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)

@@ -5,7 +5,11 @@ On `initialized`, every workspace folder gets a `WorkspaceIndex` (index.py), bui
 completion prompt's context) work during the build and see what is indexed so far. Afterwards:
 
 - didOpen/didChange: the editor's text replaces the file's, re-extracted UPDATE_DELAY_S after the last change (one
-  parse per pause in typing, never per keystroke), on the index thread, never on the event loop; didSave at once;
+  parse per pause in typing, never per keystroke, and at most one per UPDATE_MIN_INTERVAL_S while typing goes on), on
+  the index thread, never on the event loop; didSave at once.
+  Updates coalesce per document, latest wins: a document has at most one timer and one text waiting for the index
+  thread (`_waiting`, keyed by URI), so however far the index thread falls behind, what waits is bounded by the
+  open documents, never by the keystrokes, and a text superseded before its turn is never parsed;
 - didClose: back to the file on disk;
 - workspace/didChangeWatchedFiles (registered dynamically when the client supports it): created and changed files are
   re-read, deleted ones dropped; a changed `.gitignore` starts an incremental build (only changed files are parsed).
@@ -42,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UPDATE_DELAY_S = 0.3  # after the last didChange of a document, re-extract it
+UPDATE_MIN_INTERVAL_S = 2.0  # and not sooner than this after its previous re-extraction (a server behind its input
+# sees long pauses between one document's keystrokes; this keeps it from re-indexing at every one)
+INDEX_OF_ENTRIES = 4096
 PROGRESS_INTERVAL_S = 0.2  # at most this often a $/progress report
 WATCHER_ID = "waferline-watched-files"
 CONTEXT_SNIPPET_LINES = 8  # lines of a definition from another file shown to the model
@@ -73,7 +80,15 @@ class Indexing:
         self.indexes: dict[Path, WorkspaceIndex] = {}
         self.building: dict[Path, tuple[int, int]] = {}  # folder -> (done, total) while its build runs
         self._updates = ThreadPoolExecutor(max_workers=1, thread_name_prefix="waferline-index")
-        self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}  # uri -> the one timer of its pending re-extraction
+        self._due: dict[str, float] = {}  # uri -> when (loop time) its re-extraction is due: a change moves it
+        # uri -> (index, path, text) for the index thread, latest wins; the thread takes it out when it gets to it
+        self._waiting: dict[str, tuple[WorkspaceIndex, Path, str]] = {}
+        self._waiting_lock = threading.Lock()
+        self._last_update: dict[str, float] = {}  # uri -> when (loop time) it was last handed to the index thread
+        self._index_of: dict[
+            Path, WorkspaceIndex | None
+        ] = {}  # index_for's answers: resolving a path costs lstat calls
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.generation = 0  # bumped after every index change: cached completion context older than it is stale
@@ -158,6 +173,7 @@ class Indexing:
     def _build_one(self, folder: Path, token: str | None) -> int:
         index = self._open_index(folder)
         self.indexes[folder] = index  # lookups see what is indexed so far
+        self._index_of.clear()
         self._call_soon(self._sync_open_documents, folder)
         last = 0.0
 
@@ -183,9 +199,12 @@ class Indexing:
     def close(self) -> None:
         """Shutdown: stop a running build between files and drop queued updates."""
         self._stop.set()
-        for handle in self._pending.values():
+        for handle in self._timers.values():
             handle.cancel()
-        self._pending.clear()
+        self._timers.clear()
+        self._due.clear()
+        with self._waiting_lock:
+            self._waiting.clear()
         self._updates.shutdown(wait=False, cancel_futures=True)
 
     # -- lookups -------------------------------------------------------------------------------------------------
@@ -193,6 +212,14 @@ class Indexing:
         """The index of the innermost workspace folder holding `path`."""
         if path is None:
             return None
+        if path in self._index_of:
+            return self._index_of[path]
+        if len(self._index_of) > INDEX_OF_ENTRIES:
+            self._index_of.clear()
+        self._index_of[path] = found = self._find_index(path)
+        return found
+
+    def _find_index(self, path: Path) -> WorkspaceIndex | None:
         real = path.resolve()
         best = None
         for folder, index in list(self.indexes.items()):  # the build thread may add one meanwhile
@@ -229,28 +256,71 @@ class Indexing:
             self._updates.submit(run)
 
     def document_changed(self, uri: str, *, delay: float = UPDATE_DELAY_S) -> None:
-        """didOpen, didChange: re-extract the document's text once typing pauses."""
-        if self._loop is None or uri_to_path(uri) is None:
+        """didOpen, didChange: re-extract the document's text once typing pauses. A keystroke only moves the due
+        time of the document's one timer (no timer per keystroke, no copy of the text)."""
+        loop = self._loop
+        if loop is None or not uri.startswith("file:"):
             return
-        if (old := self._pending.pop(uri, None)) is not None:
-            old.cancel()
-        self._pending[uri] = self._loop.call_later(delay, self._flush, uri)
+        now = loop.time()
+        due = now + delay
+        if delay > 0 and (last := self._last_update.get(uri)) is not None:
+            due = max(due, last + UPDATE_MIN_INTERVAL_S)
+        if uri in self._due:
+            self.ls.stats.count_shed("index_coalesced")
+        self._due[uri] = due
+        timer = self._timers.get(uri)
+        if timer is None or timer.when() > due:  # none yet, or a save asks for sooner than the one there
+            if timer is not None:
+                timer.cancel()
+            self._timers[uri] = loop.call_at(due, self._due_reached, uri)
 
     def document_saved(self, uri: str) -> None:
         self.document_changed(uri, delay=0.0)
 
+    def _due_reached(self, uri: str) -> None:
+        """The document's timer fired: flush it if typing paused long enough, else wait for the new due time."""
+        self._timers.pop(uri, None)
+        due = self._due.get(uri)
+        if due is None or self._loop is None:
+            return
+        now = self._loop.time()
+        if due > now:
+            self._timers[uri] = self._loop.call_at(due, self._due_reached, uri)
+            return
+        del self._due[uri]
+        self._last_update[uri] = now
+        self._flush(uri)
+
     def _flush(self, uri: str) -> None:
-        self._pending.pop(uri, None)
         doc = self.ls.documents.get(uri)
         path = uri_to_path(uri)
         index = self.index_for(path)
         if doc is None or index is None or path is None:
             return
-        self._submit(index.update_file, path, doc.text.text, path=path)
+        with self._waiting_lock:
+            queued = uri in self._waiting
+            self._waiting[uri] = (index, path, doc.text.text)
+        if queued:  # the index thread has not got to the previous text: it takes this one instead
+            self.ls.stats.count_shed("index_coalesced")
+        else:
+            self._submit(self._update_waiting, uri, path=path)
+
+    def _update_waiting(self, uri: str) -> None:
+        """On the index thread: re-extract the latest text waiting for `uri`, if it is still waiting."""
+        with self._waiting_lock:
+            item = self._waiting.pop(uri, None)
+        if item is not None:
+            index, path, text = item
+            index.update_file(path, text)
+            self.ls.stats.count_shed("index_updates")
 
     def document_closed(self, uri: str) -> None:
-        if (old := self._pending.pop(uri, None)) is not None:
+        if (old := self._timers.pop(uri, None)) is not None:
             old.cancel()
+        self._due.pop(uri, None)
+        self._last_update.pop(uri, None)
+        with self._waiting_lock:
+            self._waiting.pop(uri, None)  # its text is no longer the file's: back to the disk's
         path = uri_to_path(uri)
         if (index := self.index_for(path)) is not None and path is not None:
             self._submit(index.close_file, path, path=path)

@@ -7,7 +7,16 @@ import pytest
 from waferline.cli.main import COMMANDS, main
 
 SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval", "calibrate", "export")
-BENCHMARKS = ("bench", "bench-lsp", "bench-index", "bench-hover", "bench-syntax", "eval-editor", "eval-lookup")
+BENCHMARKS = (
+    "bench",
+    "bench-lsp",
+    "bench-load",
+    "bench-index",
+    "bench-hover",
+    "bench-syntax",
+    "eval-editor",
+    "eval-lookup",
+)
 
 
 def test_help_lists_every_subcommand_and_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,7 @@ class StubWorker:
     text: str
     logprob: float
 
-    async def complete(self, request: object) -> Completion:
+    async def complete(self, request: object, **kw: object) -> Completion:
         n = max(len(self.text) // 3, 1)
         return Completion(self.text, "stop_token", token_logprobs=[self.logprob] * n, stop_logprob=self.logprob)
 
@@ -98,7 +98,7 @@ def test_an_engine_without_token_probabilities_is_not_gated() -> None:
     doc = CIRCLE.rstrip("\n")
 
     class Silent(StubWorker):
-        async def complete(self, request: object) -> Completion:
+        async def complete(self, request: object, **kw: object) -> Completion:
             return Completion(self.text, "stop_token")  # no token_logprobs: the engine cannot tell
 
     inline = InlineCompletions(Silent("radius ** 2", 0.0), Stats(), {}, Background())  # type: ignore[arg-type]
@@ -140,7 +140,7 @@ def test_held_back_and_copied_suggestions_are_counted() -> None:
     stats = Stats()
 
     class Copying(StubWorker):
-        async def complete(self, request: object) -> Completion:
+        async def complete(self, request: object, **kw: object) -> Completion:
             done = await super().complete(request)
             done.chosen = "candidate"
             return done

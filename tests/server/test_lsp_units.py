@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from waferline.engine.api import Completion, EditRequest
-from waferline.server.features.inline import SuggestionCache, advance, skip_reason
+from waferline.server.features.inline import advance, skip_reason
+from waferline.server.features.suggestion_cache import SuggestionCache
 from waferline.server.options import Options, options_table, parse_options
 from waferline.server.stats import Stats, percentile
 from waferline.server.text import TextDocument
@@ -174,7 +175,7 @@ def test_every_option_is_documented() -> None:
 
 
 def test_recent_edits_of_other_documents_newest_first_within_budget() -> None:
-    from waferline.server.features.inline import RecentEdit, recent_edit_snippets
+    from waferline.server.features.recent_edits import RecentEdit, recent_edit_snippets
 
     text = "\n".join(f"line {i}" for i in range(40))
     edits = [
