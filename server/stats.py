@@ -43,6 +43,7 @@ class Stats:
     errors: int = 0  # requests answered with an error (bad input)
     generations: int = 0  # model runs that finished (not superseded)
     # Load shedding (server/shedding.py): work made free by a newer change or request for the same document.
+    budget_shared: int = 0  # requests given a share of their time budget because others waited behind them
     shed_before_plan: int = 0  # requests stale when their turn came: answered empty before any parse or plan
     shed_before_engine: int = 0  # requests stale after planning or the repository lookup: never queued for the engine
     context_skipped: int = 0  # repository lookups skipped because their request was stale when a thread was free
@@ -98,8 +99,8 @@ class Stats:
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
                     "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
-                    "prefilled_tokens_total", "new_tokens_total", "shed_before_plan", "shed_before_engine",
-                    "context_skipped", "precompute_yielded", "index_updates", "index_coalesced",
+                    "prefilled_tokens_total", "new_tokens_total", "budget_shared", "shed_before_plan",
+                    "shed_before_engine", "context_skipped", "precompute_yielded", "index_updates", "index_coalesced",
                 )
             }  # fmt: skip
             decode_s = self.decode_s_total
