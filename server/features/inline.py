@@ -246,7 +246,7 @@ class InlineCompletions:
         definitions = repository.completion_context(snapshot.uri) if repository is not None else None
         edits = [
             RecentEdit(
-                other.uri.rsplit("/", 1)[-1], other.language_id, other.text.text, other.edited_line, other.edited_at
+                other.uri.rsplit("/", 1)[-1], other.language_id, other.readable_text, other.edited_line, other.edited_at
             )
             for other in self.documents.values()
             if other.uri != snapshot.uri and other.edited_line is not None

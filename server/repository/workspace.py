@@ -246,7 +246,7 @@ class Indexing:
         index = self.index_for(path)
         if doc is None or index is None or path is None:
             return
-        self._submit(index.update_file, path, doc.text.text, path=path)
+        self._submit(index.update_file, path, doc.readable_text, path=path)
 
     def document_closed(self, uri: str) -> None:
         if (old := self._pending.pop(uri, None)) is not None:
