@@ -9,30 +9,18 @@ prints hypothesis' smallest failing session as JSON lines that `python tests/sup
 
 from __future__ import annotations
 
-import os
-import random
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, note, seed, settings
+from fuzz_support import FIXED_TEXT, RANDOM_SEED, SEEDS, fuzz_settings
+from hypothesis import given, note, seed
 from hypothesis import strategies as st
 from lsp_session import INTERNAL_ERROR, initialize_params, reproduction, run_session, start_server, tracebacks
 from lsp_strategies import ENVELOPE_KINDS, draw_session, texts
 from lsp_support import SERVE, serve_command
 from raw_lsp import RawClient
 
-FIXED_SEED = 13
-RANDOM_SEED = int(os.environ.get("WAFERLINE_FUZZ_SEED") or random.randrange(2**32))
 PENDING = ENVELOPE_KINDS  # envelope and framing kinds (issue #13, part A) not yet drawn: see docs/reliability.md
-FIXED_TEXT = "x + 1"  # what the engine's test double writes
-SEEDS = pytest.mark.parametrize("fuzz_seed", [FIXED_SEED, RANDOM_SEED], ids=["fixed-seed", "random-seed"])
-
-
-def fuzz_settings(examples: int) -> settings:
-    return settings(
-        max_examples=examples, deadline=None, database=None, print_blob=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
-    )  # fmt: skip
 
 
 class Server:
@@ -126,8 +114,8 @@ def test_fuzz_lifecycle(fuzz_seed: int) -> None:
                 if method == "initialize":
                     want, initialized = None, True
                 if code != want or code == INTERNAL_ERROR:
-                    problems.append(f"{method} ({'after shutdown' if shut else 'initialized' if initialized else 'first'}): "
-                                    f"expected {want}, got {answer}")  # fmt: skip
+                    when = "after shutdown" if shut else "initialized" if initialized else "before initialize"
+                    problems.append(f"{method} ({when}): expected {want}, got {answer}")
                 if method == "shutdown" and initialized:
                     shut = True
             client.send({"jsonrpc": "2.0", "method": "exit"})

@@ -235,8 +235,9 @@ def _draw_step(draw: Any, s: Session, enabled: frozenset[str]) -> None:
         s.steps.append(_notify("workspace/didChangeConfiguration", {"settings": settings}))
     elif kind == "unknown":
         rename = {"textDocument": td, "position": {"line": 0, "character": 0}, "newName": "y"}
+        references = {**rename, "context": {"includeDeclaration": True}}
         method, params = draw(st.sampled_from([("textDocument/rename", rename), ("no/such", {}), ("no/such", None),
-                                               ("textDocument/references", {**rename, "context": {"includeDeclaration": True}})]))  # fmt: skip
+                                               ("textDocument/references", references)]))  # fmt: skip
         s.steps.append(_request(method, params, "not_found", kind))
     else:
         s.steps.extend(_envelope_steps(draw, kind, td))
