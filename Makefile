@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TYPECHECK := build/typecheck/waferline
 
-.PHONY: demo test lint typecheck pytest install clean clients options
+.PHONY: demo test lint typecheck pytest install clean clients options llama-cpp
 
 install: $(STAMP)
 
@@ -45,7 +45,12 @@ pytest: $(STAMP)
 clients:
 	editor-clients/install-e2e-deps.sh
 
-test: lint typecheck clients pytest
+# llama.cpp's llama-server and llama-quantize, built from the llama-cpp-python source distribution and cached under
+# .cache/llama.cpp: the GGUF and remote-engine tests run against them (several minutes once; a second run returns at once).
+llama-cpp: $(STAMP)
+	tests/support/build-llama-cpp.sh
+
+test: lint typecheck clients llama-cpp pytest
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("waferline.cli.generate", "complete a code prompt with a model and print the speed"),
     "emulate": ("waferline.cli.emulate", "model decode on a wafer-scale engine emulator (and on GPUs)"),
     "train": ("waferline.cli.train", "train the default code model (data, tokenizer, FIM, checkpoints)"),
+    "export": ("waferline.cli.export", "write a model directory as a GGUF file for llama.cpp"),
     "eval": ("waferline.cli.eval", "evaluate a model on held-out code: perplexity, line and FIM completion"),
     "eval-editor": (
         "waferline.benchmarks.editor_eval",

@@ -167,10 +167,17 @@ def preset_tokenizer(vocab_size: int) -> Tokenizer:
 
 
 def _load_directory(path: Path, device: Device) -> LoadedModel:
+    ggufs = sorted(path.glob("*.gguf")) if path.is_dir() and not (path / "config.json").exists() else [path]
+    if path.suffix == ".gguf" or (len(ggufs) == 1 and ggufs[0].suffix == ".gguf"):
+        from waferline.engine.gguf.read import load_gguf  # here, not above: it imports this module
+
+        return load_gguf(ggufs[0] if path.is_dir() else path, device)
     if path.is_file():
         if path.suffix in PICKLE_SUFFIXES:
             raise CheckpointError(pickle_refusal([path]))
-        raise CheckpointError(f"{path} is a file; point --model at the model's directory (the one with config.json)")
+        raise CheckpointError(
+            f"{path} is a file; point --model at a model directory (the one with config.json) or a .gguf file"
+        )
     cfg = read_json(path / "config.json")
     args = args_from_config(cfg, path / "config.json")
     tokenizer, tokenizer_config = load_tokenizer(path, args)

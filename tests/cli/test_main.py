@@ -6,7 +6,7 @@ import pytest
 
 from waferline.cli.main import COMMANDS, main
 
-SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval", "calibrate")
+SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval", "calibrate", "export")
 BENCHMARKS = ("bench", "bench-lsp", "bench-index", "bench-hover", "bench-syntax", "eval-editor", "eval-lookup")
 
 

@@ -1,0 +1,239 @@
+"""Loading a GGUF file of a Llama- or Qwen2-family model: shape, tokenizer and special tokens from its metadata,
+weights dequantised into the engine's own formats as they are placed.
+
+Every block format the `gguf` package dequantises is read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, ...): each tensor
+is turned into float32 one at a time and handed to `Transformer.load`, which places it in the device's weight
+format (int8 for the CPU's fast path), so a quantised file is never held as float32 whole. Only byte-level BPE
+tokenizers (`tokenizer.ggml.model = "gpt2"`, what Qwen2.5-Coder and Llama 3 files carry) with a known
+pre-tokenizer are read; anything else is refused with the reason, as is a file that is not GGUF or is cut short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from waferline.engine.checkpoint import CheckpointError, LoadedModel
+from waferline.engine.fim import FimError, fim_template
+from waferline.engine.gguf.names import (
+    ARCHITECTURES,
+    PRE_TOKENIZERS,
+    ROPE_FREQS,
+    from_gguf_rows,
+    hf_name,
+    llama3_freq_factors,
+)
+from waferline.engine.hf import from_hf, hf_weight_shape
+from waferline.engine.model import ModelArgs, Transformer
+from waferline.engine.tokenizer import SpecialTokens, Tokenizer
+from waferline.hardware import Device
+
+CONTROL, USER_DEFINED = 3, 4  # gguf.TokenType values of tokens that are never split out of text
+FIM_TEMPLATE_KEY = "waferline.fim_template"  # written by engine/gguf/write.py: the FIM layout the model was trained on
+LLAMA3_DEFAULT_SCALING = {  # what Llama 3.1/3.2 files were converted with (GGUF keeps only the resulting factors)
+    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}  # fmt: skip
+
+
+class GgufFile:
+    """A GGUF file opened for reading: its metadata as Python values and its tensors by name (memory-mapped)."""
+
+    def __init__(self, path: Path) -> None:
+        from gguf import GGUFReader
+
+        self.path = path
+        try:
+            self._reader = GGUFReader(path)
+        except (ValueError, OSError, IndexError, KeyError) as e:
+            raise CheckpointError(f"{path} is not a readable GGUF file ({type(e).__name__}: {e})") from None
+        self.fields = self._reader.fields
+        self.tensors = {t.name: t for t in self._reader.tensors}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        field = self.fields.get(key)
+        if field is None:
+            return default
+        try:
+            return field.contents()
+        except (ValueError, IndexError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{self.path}: metadata {key} cannot be read ({e})") from None
+
+    def require(self, key: str) -> Any:
+        value = self.get(key)
+        if value is None:
+            raise CheckpointError(f"{self.path}: metadata lacks {key}, which a model file needs")
+        return value
+
+    def tensor(self, name: str) -> Tensor:
+        """One tensor as float32, in numpy's (row-major) shape."""
+        from gguf import GGMLQuantizationType, quants
+
+        t = self.tensors[name]
+        try:
+            if t.tensor_type == GGMLQuantizationType.F32:
+                array = np.asarray(t.data, dtype=np.float32)
+            else:
+                array = quants.dequantize(t.data, t.tensor_type)
+        except (NotImplementedError, ValueError) as e:
+            raise CheckpointError(f"{self.path}: tensor {name} ({t.tensor_type.name}) cannot be read: {e}") from None
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        return torch.from_numpy(np.array(array, dtype=np.float32).reshape(shape))  # a copy: the file is read-only
+
+
+def model_args(f: GgufFile) -> ModelArgs:
+    """The model's shape from the file's metadata; a clear error for an architecture the decoder does not run."""
+    arch = f.require("general.architecture")
+    model_type = next((m for m, a in ARCHITECTURES.items() if a == arch), None)
+    if model_type is None:
+        raise CheckpointError(
+            f"{f.path}: architecture {arch!r} is not supported; waferline runs {', '.join(ARCHITECTURES.values())} "
+            f"(Llama, CodeLlama, DeepSeek-Coder, Qwen2, Qwen2.5-Coder)"
+        )
+    k = f"{arch}."
+    n_heads = int(f.require(k + "attention.head_count"))
+    dim = int(f.require(k + "embedding_length"))
+    tokens = f.get("tokenizer.ggml.tokens") or []
+    scaling: dict[str, Any] | None = None
+    kind = f.get(k + "rope.scaling.type")
+    if kind == "linear":
+        scaling = {"rope_type": "linear", "factor": float(f.require(k + "rope.scaling.factor"))}
+    elif kind not in (None, "none"):
+        raise CheckpointError(f"{f.path}: rope scaling {kind!r} is not supported (waferline runs none and 'linear')")
+    try:
+        args = ModelArgs(
+            model_type=model_type,
+            vocab_size=int(f.get(k + "vocab_size") or len(tokens) or f.tensors["token_embd.weight"].shape[1]),
+            dim=dim,
+            n_layers=int(f.require(k + "block_count")),
+            n_heads=n_heads,
+            n_kv_heads=int(f.get(k + "attention.head_count_kv") or n_heads),
+            intermediate_size=int(f.require(k + "feed_forward_length")),
+            max_seq_len=int(f.require(k + "context_length")),
+            rope_theta=float(f.get(k + "rope.freq_base") or 10000.0),
+            rope_scaling=scaling,
+            norm_eps=float(f"{float(f.get(k + 'attention.layer_norm_rms_epsilon') or 1e-6):.7g}"),  # stored as float32
+            qkv_bias="blk.0.attn_q.bias" in f.tensors,
+            tie_embeddings="output.weight" not in f.tensors,
+            head_dim=int(f.get(k + "attention.key_length") or dim // n_heads),
+        )
+    except (ValueError, TypeError, AssertionError, KeyError) as e:
+        raise CheckpointError(f"{f.path}: the metadata does not describe a model waferline runs ({e})") from None
+    if ROPE_FREQS in f.tensors:  # Llama 3.1 scaling: only the factors are stored; check the usual parameters made them
+        scaled = dataclasses.replace(args, rope_scaling=dict(LLAMA3_DEFAULT_SCALING))
+        if not torch.allclose(f.tensor(ROPE_FREQS).flatten(), llama3_freq_factors(scaled), rtol=1e-4):
+            raise CheckpointError(f"{f.path}: its rope frequency factors are not Llama 3's usual ones (not supported)")
+        args = scaled
+    return args
+
+
+def tokenizer_json(f: GgufFile) -> str:
+    """The file's byte-level BPE vocabulary as a tokenizers JSON document."""
+    model = f.require("tokenizer.ggml.model")
+    if model != "gpt2":
+        raise CheckpointError(
+            f"{f.path}: tokenizer.ggml.model is {model!r}; waferline reads byte-level BPE ('gpt2') tokenizers only"
+        )
+    pre = f.get("tokenizer.ggml.pre") or "default"
+    if pre not in PRE_TOKENIZERS:
+        raise CheckpointError(
+            f"{f.path}: pre-tokenizer {pre!r} is not known to waferline (known: {', '.join(PRE_TOKENIZERS)})"
+        )
+    tokens = [str(t) for t in f.require("tokenizer.ggml.tokens")]
+    merges = [str(m) for m in f.get("tokenizer.ggml.merges") or []]
+    types = list(f.get("tokenizer.ggml.token_type") or [])
+    special = [
+        {"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for i, kind in enumerate(types) if int(kind) in (CONTROL, USER_DEFINED)
+    ]  # fmt: skip
+    document = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": special, "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": PRE_TOKENIZERS[pre]}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ]},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
+    }  # fmt: skip
+    return json.dumps(document, ensure_ascii=False)
+
+
+def special_tokens(f: GgufFile, vocab_size: int) -> SpecialTokens:
+    def token_id(name: str) -> int | None:
+        value = f.get(f"tokenizer.ggml.{name}_token_id")
+        if value is None:
+            return None
+        if not 0 <= int(value) < vocab_size:
+            raise CheckpointError(f"{f.path}: tokenizer.ggml.{name}_token_id={value} is not a token id")
+        return int(value)
+
+    eos, bos = token_id("eos"), token_id("bos")
+    stops = [i for i in (eos, token_id("eot"), token_id("eom"), token_id("fim_sep")) if i is not None]
+    return SpecialTokens(
+        bos_id=bos,
+        eos_id=eos,
+        stop_ids=tuple(dict.fromkeys(stops)),
+        pad_id=token_id("padding"),
+        add_bos=bool(f.get("tokenizer.ggml.add_bos_token", False)) and bos is not None,
+    )
+
+
+def hf_tensors(f: GgufFile, args: ModelArgs) -> Iterator[tuple[str, Tensor]]:
+    """The file's tensors in Hugging Face naming and row order, one at a time."""
+    for name in f.tensors:
+        hf = hf_name(name)
+        if hf is None:
+            if name == ROPE_FREQS:
+                continue
+            raise CheckpointError(f"{f.path}: tensor {name!r} is not part of a {args.model_type} model waferline runs")
+        t = f.tensor(name)
+        if tuple(t.shape) != hf_weight_shape(args, hf):
+            raise CheckpointError(
+                f"{f.path}: tensor {name} has shape {tuple(t.shape)}, the metadata implies {hf_weight_shape(args, hf)}"
+            )
+        yield hf, from_gguf_rows(args, hf, t)
+
+
+def load_gguf(path: Path, device: Device) -> LoadedModel:
+    f = GgufFile(path)
+    args = model_args(f)
+    try:
+        tokenizer = Tokenizer.from_str(tokenizer_json(f))
+    except CheckpointError:
+        raise
+    except Exception as e:  # the tokenizers library raises a bare Exception for what it cannot build
+        raise CheckpointError(f"{path}: its tokenizer cannot be built ({e})") from None
+    named = f.get(FIM_TEMPLATE_KEY)
+    try:
+        fim = fim_template(tokenizer, {"fim_template": named} if named else None)
+    except FimError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+    model = Transformer(args, device)
+    try:
+        model.load(from_hf(args, hf_tensors(f, args)))
+    except ValueError as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: {e}") from None
+    return LoadedModel(
+        name=path.stem,
+        args=args,
+        model=model,
+        tokenizer=tokenizer,
+        special=special_tokens(f, args.vocab_size),
+        fim=fim,
+        dtype=device.dtype,
+        backend=device.name,
+        path=path,
+    )

@@ -1,0 +1,78 @@
+"""llama.cpp's programs for the tests (built by tests/support/build-llama-cpp.sh, which `make test` runs), and a
+llama-server started on a free port of 127.0.0.1 for the duration of a test."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def llama_cpp_bin() -> Path:
+    """The folder holding llama-server and llama-quantize; the test is skipped (with the command that builds them)
+    when they are not built, as on a bare `pytest` run outside `make test`."""
+    cache = Path(os.environ.get("WAFERLINE_LLAMA_CPP_CACHE") or ROOT / ".cache" / "llama.cpp")
+    for stamp in sorted(cache.glob("*/.stamp")):
+        folder = stamp.parent / "bin"
+        if (folder / "llama-server").is_file() and (folder / "llama-quantize").is_file():
+            return folder
+    pytest.skip("llama.cpp is not built: run `make llama-cpp` (make test does)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def llama_server(model: Path, *extra: str, timeout_s: float = 60.0) -> Iterator[str]:
+    """A llama-server for `model` on 127.0.0.1; yields its base URL once /health answers 200."""
+    port = _free_port()
+    cmd = [str(llama_cpp_bin() / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+           "-t", "1", "-c", "1024", "--no-webui", *extra]  # fmt: skip
+    log = open(model.with_suffix(".server.log"), "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited {proc.returncode}: {model.with_suffix('.server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"llama-server did not become healthy in {timeout_s:.0f} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def post(url: str, body: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as r:
+        result: dict[str, Any] = json.loads(r.read())
+        return result
