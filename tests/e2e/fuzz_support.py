@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -15,7 +16,7 @@ SEEDS = pytest.mark.parametrize("fuzz_seed", [FIXED_SEED, RANDOM_SEED], ids=["fi
 FIXED_TEXT = "x + 1"  # what the engine's test double writes
 
 
-def fuzz_settings(examples: int, **kw: int) -> settings:
+def fuzz_settings(examples: int, **kw: Any) -> settings:
     """No deadline (a session waits on a process), no example database (a seed says it all)."""
     return settings(
         max_examples=examples, deadline=None, database=None, print_blob=True,

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 from fuzz_support import FIXED_TEXT, RANDOM_SEED, SEEDS, fuzz_settings
-from hypothesis import given, note, seed
+from hypothesis import Phase, given, note, seed
 from hypothesis import strategies as st
 from lsp_session import INTERNAL_ERROR, initialize_params, reproduction, run_session, start_server, tracebacks
-from lsp_strategies import ENVELOPE_KINDS, draw_session, texts
+from lsp_strategies import ENVELOPE_KINDS, Session, draw_session, texts
 from lsp_support import SERVE, serve_command
 from raw_lsp import RawClient
 
@@ -38,13 +38,16 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def fixed_server() -> Iterator[Server]:
-    server = Server(serve_command(FIXED_TEXT))
-    yield server
-    server.client.stop()
+def servers() -> Iterator[dict[str, Server]]:
+    """The engine's test double answering at once, and one writing a character per 5 ms (so that requests are
+    still running when the session cancels them or sends the next ones)."""
+    started = {"fast": Server(serve_command(FIXED_TEXT)), "slow": Server(serve_command(FIXED_TEXT, 5.0))}
+    yield started
+    for server in started.values():
+        server.client.stop()
 
 
-def fail_with(problems: list[str], session, fuzz_seed: int) -> None:
+def fail_with(problems: list[str], session: Session, fuzz_seed: int) -> None:
     if problems:
         note(f"fuzz seed {fuzz_seed} (WAFERLINE_FUZZ_SEED={fuzz_seed} to rerun); the session as JSON lines:")
         note(reproduction(session))
@@ -52,15 +55,29 @@ def fail_with(problems: list[str], session, fuzz_seed: int) -> None:
 
 
 @SEEDS
-def test_fuzz_sessions(fixed_server: Server, fuzz_seed: int) -> None:
+@pytest.mark.parametrize("engine, examples", [("fast", 150), ("slow", 40)])
+def test_fuzz_sessions(servers: dict[str, Server], engine: str, examples: int, fuzz_seed: int) -> None:
     """Bursts of valid and invalid messages on fresh documents, against the engine's test double."""
     print(f"fuzz seed {fuzz_seed}")
+    server = servers[engine]
 
     @seed(fuzz_seed)
-    @fuzz_settings(examples=100)
+    @fuzz_settings(examples)
     @given(draw_session(enabled=ENVELOPE_KINDS - PENDING))
-    def sessions(session) -> None:
-        fail_with(run_session(fixed_server.alive(), session), session, fuzz_seed)
+    def sessions(session: Session) -> None:
+        fail_with(run_session(server.alive(), session), session, fuzz_seed)
+
+    sessions()
+
+
+def test_fuzz_sessions_on_a_5_mb_document(servers: dict[str, Server]) -> None:
+    """A few sessions that open a 5 MB document first (edits, requests and closing it take their usual way)."""
+
+    @seed(RANDOM_SEED)
+    @fuzz_settings(3, phases=[Phase.generate])  # no shrinking: each example moves 5 MB each way
+    @given(draw_session(max_steps=6, large=5 * 1024 * 1024))
+    def sessions(session: Session) -> None:
+        fail_with(run_session(servers["fast"].alive(), session, timeout=60), session, RANDOM_SEED)
 
     sessions()
 
@@ -72,7 +89,7 @@ def test_fuzz_sessions_with_the_default_model() -> None:
     try:
 
         @seed(RANDOM_SEED)
-        @fuzz_settings(examples=8)
+        @fuzz_settings(10)
         @given(draw_session(max_steps=8))
         def sessions(session) -> None:
             fail_with(run_session(server.alive(), session, timeout=90), session, RANDOM_SEED)
@@ -88,7 +105,7 @@ def test_fuzz_lifecycle(fuzz_seed: int) -> None:
     notifications then are dropped; after shutdown requests are InvalidRequest (-32600); exit ends the process."""
 
     @seed(fuzz_seed)
-    @fuzz_settings(examples=6)
+    @fuzz_settings(6)
     @given(
         st.lists(st.sampled_from(["request", "notify", "initialize", "shutdown"]), min_size=1, max_size=6),
         texts,

@@ -69,8 +69,8 @@ def uri(slot: int) -> str:
 
 def draw_position(draw: Any, doc: ShadowDocument | None) -> tuple[Any, bool]:
     """A position (JSON) and whether the server must accept it in `doc`."""
-    kind = draw(st.sampled_from(["valid", "valid", "valid", "past_line_end", "end", "past_end", "negative", "huge",
-                                 "not_int", "missing"]))  # fmt: skip
+    kind = draw(st.sampled_from(["valid"] * 5 + ["past_line_end", "end", "past_end", "negative", "huge", "not_int",
+                                                 "missing"]))  # fmt: skip
     n = doc.line_count if doc is not None else 1
     line = draw(st.integers(0, n - 1))
     units = doc.line_units(line) if doc is not None else 0
@@ -114,9 +114,16 @@ def well_formed(pos: Any) -> bool:
 
 
 @st.composite
-def draw_session(draw: Any, *, enabled: frozenset[str] = frozenset(), max_steps: int = 14) -> Session:
-    """One session of messages on fresh documents (the server is already initialized)."""
+def draw_session(draw: Any, *, enabled: frozenset[str] = frozenset(), max_steps: int = 14, large: int = 0) -> Session:
+    """One session of messages on fresh documents (the server is already initialized); with `large`, it begins
+    by opening a document of that many characters (a drawn text repeated)."""
     s = Session()
+    if large:
+        piece = draw(texts.filter(bool))
+        text = as_sent((piece * (large // len(piece) + 1))[:large])
+        item = {"uri": uri(0), "languageId": "python", "version": 1, "text": text}
+        s.steps.append(_notify("textDocument/didOpen", {"textDocument": item}, "open_large"))
+        s.docs[0], s.clean = ShadowDocument(uri(0), text, 1), {0}
     for _ in range(draw(st.integers(1, max_steps))):
         _draw_step(draw, s, enabled)
     return s
@@ -131,7 +138,8 @@ def _notify(method: str, params: Any, kind: str = "") -> Step:
 
 
 def _draw_step(draw: Any, s: Session, enabled: frozenset[str]) -> None:
-    slot = draw(st.integers(0, SLOTS - 1))
+    open_slots = sorted(s.docs)
+    slot = draw(st.sampled_from(open_slots) if open_slots and draw(st.integers(0, 3)) else st.integers(0, SLOTS - 1))
     doc = s.docs.get(slot)
     kinds = ["open", "open", "change", "change", "change", "close", "inline", "inline", "completion", "hover",
              "code_action", "resolve", "command", "ask", "document", "stats", "cancel", "save", "config",
