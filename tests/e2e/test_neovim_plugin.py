@@ -337,6 +337,31 @@ def test_ask_opens_a_floating_window_with_the_answer(tmp_path: Path) -> None:
         nvim.close()
 
 
+def test_rewrite_action_asks_for_the_instruction_and_sends_it(tmp_path: Path) -> None:
+    """Picking "rewrite the selection as instructed…" runs `waferline.rewrite` in the plugin: vim.ui.input asks for
+    the instruction (answered here by a stub, as a user would type it), and the server receives the command with the
+    code action's argument and the instruction; a cancelled input sends nothing."""
+    nvim = start(tmp_path, cmd=DOUBLE)
+    try:
+        run = """
+          local answer = ...
+          if answer == vim.NIL then answer = nil end
+          vim.ui.input = function(opts, on_confirm) on_confirm(answer) end
+          local client = vim.lsp.get_clients({ name = 'waferline', bufnr = 0 })[1]
+          local argument = { uri = vim.uri_from_bufnr(0), version = 1, start = 0, ['end'] = 10 }
+          local cmd = { title = 'rewrite', command = 'waferline.rewrite', arguments = { argument } }
+          client:exec_cmd(cmd, { bufnr = 0 })  -- what Neovim does when the user picks the code action
+        """
+        nvim.lua(run, None)  # cancelled: nothing is sent
+        nvim.lua(run, "  use a list comprehension ")
+        stats = "return vim.lsp.get_clients({ name = 'waferline' })[1]:request_sync('waferline/stats', {}, 5000).result"
+        rewrites = wait_for(lambda: nvim.lua(stats)["rewrites"] or None, 15, "the rewrite command at the server")
+        (sent,) = rewrites
+        assert sent[0]["instruction"] == "use a list comprehension" and sent[0]["end"] == 10, sent
+    finally:
+        nvim.close()
+
+
 def test_suggest_asks_with_the_invoked_trigger_and_tab_accepts(nvim_fallback: NvimSession) -> None:
     """With a server that shows nothing while typing (minConfidence 1) but anything when asked, only suggest()
     draws ghost text: the request carries triggerKind 1."""

@@ -14,6 +14,7 @@ import {
   State,
   TransportKind,
 } from 'vscode-languageclient/node';
+import { REWRITE_COMMAND, withInstruction } from './rewrite';
 import { resolveServerCommand } from './serverCommand';
 import { completionsEnabled, launchSettings, SECTION, serverOptionNames, serverSettings } from './settings';
 import type { StatusBar } from './statusBar';
@@ -204,6 +205,10 @@ export class WaferlineClient implements vscode.Disposable {
         if (command === 'waferline.ask' && args.length === 0 && this.askHandler) {
           return this.askHandler();
         }
+        if (command === REWRITE_COMMAND) {
+          const withIt = await withInstruction(args, () => askInstruction());
+          return withIt === undefined ? undefined : (next(command, withIt) as unknown);
+        }
         return next(command, args) as unknown;
       },
     };
@@ -267,4 +272,14 @@ export class WaferlineClient implements vscode.Disposable {
     }
     void this.stop();
   }
+}
+
+/** The rewrite code action's instruction, from an input box (undefined when the user cancels). */
+async function askInstruction(): Promise<string | undefined> {
+  return vscode.window.showInputBox({
+    title: 'waferline: rewrite the selection as instructed',
+    prompt: 'An instruction-following model rewrites the code as you say.',
+    placeHolder: 'Use a list comprehension',
+    ignoreFocusOut: true,
+  });
 }

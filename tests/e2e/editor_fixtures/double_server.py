@@ -56,6 +56,12 @@ def accepted(ls: LanguageServer, *args: Any) -> None:
     state["accepted"] += 1
 
 
+@server.command("waferline.rewrite")
+def rewrite(ls: LanguageServer, *args: Any) -> dict[str, Any]:
+    state.setdefault("rewrites", []).append(list(args))  # what the client sent, reported by waferline/stats
+    return {"applied": False, "reason": "the test double does not rewrite"}
+
+
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: LanguageServer, params: types.DidChangeConfigurationParams) -> None:
     settings = params.settings or {}
@@ -79,6 +85,7 @@ def stats(ls: LanguageServer, params: Any) -> dict[str, Any]:
         "engine": "waferline test double",
         "latency_ms_p50": 1.0,
         "settings_enable": state["settings"].get("enable", True),
+        "rewrites": state.get("rewrites", []),
     }
 
 

@@ -177,6 +177,7 @@ function M.setup(opts)
       vim.log.levels.WARN)
   end
   server.register(options)
+  require('waferline.rewrite').register()
   stats.track()
   local group = vim.api.nvim_create_augroup('waferline', { clear = true })
   vim.api.nvim_create_autocmd('LspAttach', {
