@@ -20,7 +20,9 @@ from lsp_strategies import ENVELOPE_KINDS, Session, draw_session, texts
 from lsp_support import SERVE, serve_command
 from raw_lsp import RawClient
 
-PENDING = ENVELOPE_KINDS  # envelope and framing kinds (issue #13, part A) not yet drawn: see docs/reliability.md
+# Envelope, framing and lifecycle rules of issue #13's part A not yet checked (docs/reliability.md): the sessions'
+# message kinds (lsp_strategies.ENVELOPE_KINDS), a second initialize, and exit's code.
+PENDING = ENVELOPE_KINDS | {"second_initialize", "exit_code"}
 
 
 class Server:
@@ -102,7 +104,8 @@ def test_fuzz_sessions_with_the_default_model() -> None:
 @SEEDS
 def test_fuzz_lifecycle(fuzz_seed: int) -> None:
     """Lifecycle misuse on fresh processes: requests before initialize are ServerNotInitialized (-32002),
-    notifications then are dropped; after shutdown requests are InvalidRequest (-32600); exit ends the process."""
+    notifications then are dropped; a second initialize and requests after shutdown are InvalidRequest (-32600);
+    exit ends the process, with code 0 after shutdown and 1 without."""
 
     @seed(fuzz_seed)
     @fuzz_settings(6)
@@ -116,8 +119,8 @@ def test_fuzz_lifecycle(fuzz_seed: int) -> None:
         initialized = shut = False
         try:
             for i, step in enumerate(plan):
-                if step == "initialize" and (initialized or shut):
-                    continue  # a second initialize: the envelope's business (part A)
+                if step == "initialize" and initialized and "second_initialize" in PENDING:
+                    continue
                 if step == "notify":
                     open_params = {"textDocument": {"uri": "file:///tmp/l.py", "languageId": "python", "version": 1,
                                                     "text": text}}  # fmt: skip
@@ -129,21 +132,24 @@ def test_fuzz_lifecycle(fuzz_seed: int) -> None:
                 code = (answer.get("error") or {}).get("code")
                 want = None if initialized and not shut else -32002 if not initialized else -32600
                 if method == "initialize":
-                    want, initialized = None, True
+                    want = -32600 if initialized else None
+                    initialized = True
                 if code != want or code == INTERNAL_ERROR:
                     when = "after shutdown" if shut else "initialized" if initialized else "before initialize"
                     problems.append(f"{method} ({when}): expected {want}, got {answer}")
                 if method == "shutdown" and initialized:
                     shut = True
             client.send({"jsonrpc": "2.0", "method": "exit"})
-            client.process.wait(20)
+            code = client.process.wait(20)
+            if "exit_code" not in PENDING and code != (0 if shut else 1):
+                problems.append(f"exit {'after' if shut else 'without'} shutdown ended the process with {code}")
             extra = [m for m in client.responses() if m.get("id") not in range(len(plan))]
             problems += [f"a response to an id never sent: {m}" for m in extra]
             problems += tracebacks(client.stderr)
         finally:
             client.stop()
         if problems:
-            print(f"fuzz seed {fuzz_seed}; the session as JSON lines:\n" + "\n".join(client.sent))
+            note(f"fuzz seed {fuzz_seed}; the session as JSON lines:\n" + "\n".join(client.sent))
             raise AssertionError("\n".join(problems))
 
     lifecycle()
