@@ -193,12 +193,18 @@ def _check_answer(m: dict[str, Any], step: Step, cancelled: bool, session: Sessi
 
 
 def _check_ranges(result: Any, step: Step, session: Session) -> list[str]:
-    """Ranges the client shows must lie inside the document as it was when the request arrived."""
+    """Ranges the client shows (inline items, completion edits, a resolved code action's edits) must lie inside the
+    document as it was when the request arrived."""
     rngs = []
     if step.kind == "inline" and isinstance(result, dict):
         rngs = [i["range"] for i in result.get("items", []) if i.get("range")]
     elif step.kind == "completion" and isinstance(result, dict):
         rngs = [i["textEdit"]["range"] for i in result.get("items", []) if i.get("textEdit")]
+    elif step.kind == "codeAction/resolve" and isinstance(result, dict) and isinstance(result.get("edit"), dict):
+        edit = result["edit"]
+        edits = [e for es in (edit.get("changes") or {}).values() for e in es]
+        edits += [e for dc in edit.get("documentChanges") or [] for e in dc.get("edits", [])]
+        rngs = [e["range"] for e in edits]
     if step.doc is None and step.expect == "any":
         return []  # the document as the request found it is not known (KNOWN_FAILURES: reordered-requests)
     return [f"a shown range outside the document: {r}" for r in rngs if not range_inside(r, step.doc)]

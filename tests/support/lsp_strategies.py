@@ -37,7 +37,12 @@ _pieces = st.one_of(
     st.characters(categories=["Cs"]),  # lone surrogates: "\ud800" in the JSON text
     st.integers(100, 5000).map(lambda n: "y" * n),  # a long line
 )
-texts = st.lists(_pieces, max_size=8).map("".join)
+_CODE = ["import os\n", "x = 1\n", "def f(x):\n    return ", "\n", "    y = ", "class A:\n    def g(self):\n        ",
+         "print(", "# note\r\n", "s = '😀'\n"]  # fmt: skip
+texts = st.one_of(
+    st.lists(_pieces, max_size=8).map("".join),
+    st.lists(st.sampled_from(_CODE), max_size=6).map("".join),  # code a completion fits in: ranges get checked
+)
 
 _non_ints = st.sampled_from([1.5, "3", None, True, [], {}, -0.5, 1e30])
 _huge = st.sampled_from([2**31 - 1, 2**31, 2**53, 10**30])
@@ -74,8 +79,8 @@ def draw_position(draw: Any, doc: ShadowDocument | None) -> tuple[Any, bool]:
     n = doc.line_count if doc is not None else 1
     line = draw(st.integers(0, n - 1))
     units = doc.line_units(line) if doc is not None else 0
-    if kind == "valid":
-        pos: Any = {"line": line, "character": draw(st.integers(0, units))}
+    if kind == "valid":  # often at a line's end, where a completion is likeliest
+        pos: Any = {"line": line, "character": draw(st.sampled_from([units, units]) | st.integers(0, units))}
     elif kind == "past_line_end":
         pos = {"line": line, "character": units + draw(st.integers(1, 1000))}
     elif kind == "end":
@@ -191,7 +196,7 @@ def _draw_step(draw: Any, s: Session, enabled: frozenset[str]) -> None:
                 "invalid_params",
             )
         s.steps.append(_request(method, params, expect, kind))
-        s.steps[-1].doc = ShadowDocument(doc.uri, doc.text, doc.version, doc.encoding) if doc is not None else None
+        s.steps[-1].doc = _copy(doc)
     elif kind == "code_action":
         start, ok1 = draw_position(draw, doc)
         end, ok2 = draw_position(draw, doc)
@@ -199,6 +204,7 @@ def _draw_step(draw: Any, s: Session, enabled: frozenset[str]) -> None:
         s.steps.append(_request("textDocument/codeAction", params, "result" if ok1 and ok2 else "invalid_params"))
     elif kind == "resolve":
         s.steps.append(_request("codeAction/resolve", {"title": "t", "data": draw(_action_data(draw, td, doc))}, "any"))
+        s.steps[-1].doc = _copy(doc)
     elif kind == "command":
         command = draw(st.sampled_from(["waferline.applyAction", "waferline.rewrite", "waferline.ask",
                                         "waferline.accept", "no.such.command"]))  # fmt: skip
@@ -249,6 +255,10 @@ def _draw_step(draw: Any, s: Session, enabled: frozenset[str]) -> None:
         s.steps.append(_request(method, params, "not_found", kind))
     else:
         s.steps.extend(_envelope_steps(draw, kind, td))
+
+
+def _copy(doc: ShadowDocument | None) -> ShadowDocument | None:
+    return ShadowDocument(doc.uri, doc.text, doc.version, doc.encoding) if doc is not None else None
 
 
 def _action_data(draw: Any, td: dict[str, Any], doc: ShadowDocument | None) -> Any:
