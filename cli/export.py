@@ -2,8 +2,9 @@
 
     waferline export --model engine/models/waferline-mini --out waferline-mini-q8_0.gguf --type q8_0
 
-The file's greedy tokens equal waferline's on the same prompt (tests/engine/test_gguf.py checks both waferline's
-reader and, where it is built, llama.cpp). waferline also runs GGUF files directly: `--model FILE.gguf`.
+The file's greedy tokens equal waferline's on the same prompt, in waferline's own reader (tests/engine/test_gguf.py)
+and in llama.cpp's llama-server (tests/engine/test_gguf_llama_cpp.py). waferline also runs GGUF files directly:
+`--model FILE.gguf`.
 """
 
 from __future__ import annotations

@@ -48,10 +48,12 @@ def setup_logging(verbose: int, log_file: str | None) -> None:
 
 
 def run(args: argparse.Namespace, *, make_server: Callable[[Options], WaferlineServer] | None = None) -> int:
-    """Serve until the client says exit. `make_server` builds the server from the command line's options (default:
+    """Serve until the client says exit (or the input ends); LSP's exit code: 0 after `shutdown`, else 1 (see
+    server/transport.py). `make_server` builds the server from the command line's options (default:
     handlers.create_server; tests pass one whose engine is a test double)."""
     from waferline.server.handlers import create_server
     from waferline.server.options import Options, parse_options
+    from waferline.server.transport import serve_stdio, serve_tcp
 
     tcp = parse_tcp(args.tcp) if args.tcp else None
     if args.backend not in backend_names():
@@ -62,10 +64,8 @@ def run(args: argparse.Namespace, *, make_server: Callable[[Options], WaferlineS
         raise ValueError("; ".join(problems))
     server = (make_server or create_server)(defaults)
     if tcp is not None:
-        server.start_tcp(*tcp)
-    else:
-        server.start_io()
-    return 0
+        return serve_tcp(server, *tcp)
+    return serve_stdio(server)
 
 
 def main() -> int:
