@@ -105,13 +105,13 @@ def run_session(client: RawClient, session: Session, *, timeout: float = 30.0) -
     return problems
 
 
-# Violations that belong to the JSON-RPC layer and transport (issue #13, part A), tolerated while they are open:
-# named here so that each can be switched back on (docs/reliability.md).
-# - "logged-client-error": pygls logs a traceback for a client mistake it answered (InvalidParams...);
-# - "reordered-requests": a request answered for its document as a later message of the burst left it (a
-#   transport that hands every message of a chunk over before any asynchronous handler starts): such a request
-#   may get either answer, and its ranges are not checked.
-KNOWN_FAILURES: set[str] = {"logged-client-error", "reordered-requests"}
+# Known violations of the transport and JSON-RPC layer, tolerated while they are open: named here so that each can
+# be switched back on (docs/reliability.md).
+# - "logged-client-error": a traceback logged for a client mistake that was answered (InvalidParams...);
+# - "reordered-requests": a request answered for its document as a later message of the burst left it (the
+#   transport hands every message of a chunk over before any asynchronous handler starts): such a request may get
+#   either answer, and its ranges are not checked.
+KNOWN_FAILURES: set[str] = {"reordered-requests"}
 
 
 _DOCUMENT_NOTIFICATIONS = ("textDocument/didOpen", "textDocument/didChange", "textDocument/didClose")
