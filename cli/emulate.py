@@ -1,10 +1,15 @@
 """`waferline emulate`: what a model's decode would cost on a wafer-scale engine, and on GPUs for comparison.
 
-Numeric mode (the default) runs the model on the wafer emulator tile by tile on the real numbers, beside the torch
+Numeric mode runs the model on the wafer emulator tile by tile on the real numbers, beside the torch
 cpu backend on the same weights: it checks that the greedy tokens agree, measures what the emulation costs here,
 and reports the modeled per-token time from the emulator's counters. Analytic mode (--analytic) runs the same
 engine forward on shapes alone, so that an 8B or 70B model on a full wafer is projected in a fraction of a second.
-Both decode one token after a prompt of --context tokens; the modeled time is that token's.
+Both decode one token after a prompt of --context tokens (default 1024, or fewer for a model with fewer positions);
+the modeled time is that token's. Without --analytic or --numeric the mode is numeric when the model has weights
+small enough to emulate here, analytic otherwise. The layers go over as many wafers as needed (--wafers N to choose;
+cli/emulate_plan.py), and a routing plan that fits the routers' colours is found. --sweep (cli/emulate_sweep.py)
+projects over grid side, all-reduce group count and context; --speculate K costs a K-token verification step
+(cli/emulate_speculate.py).
 """
 
 from __future__ import annotations
@@ -15,24 +20,29 @@ import sys
 import time
 from typing import Any
 
-# Shapes from Meta's public config.json of Llama-3.1-70B; analytic projection only (random 70B weights are useless
-# and do not fit this machine), so it lives here rather than among the engine's presets.
-EXTRA_SHAPES: dict[str, dict[str, Any]] = {
-    "llama-3.1-70b": dict(
-        model_type="llama", vocab_size=128256, dim=8192, n_layers=80, n_heads=64, n_kv_heads=8,
-        intermediate_size=28672, max_seq_len=131072, rope_theta=500000.0, norm_eps=1e-5,
-        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 8192},
-    ),
-}  # fmt: skip
 NUMERIC_LIMIT_BYTES = 2e9  # real-number emulation holds the weights twice (wafer + reference): keep it well in RAM
+NUMERIC_TILE_LIMIT = 128 * 128  # default to numeric only on grids this small: a full wafer takes seconds per token
+DEFAULT_CONTEXT = 1024  # decode position when --context is not given (less when the model has fewer positions)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="preset name or model directory (default: the shipped model)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model directory (config.json alone is enough for analytic mode), engine preset, or published "
+        "configuration (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, qwen2-72b, qwen2.5-coder-7b, ...); "
+        "default: the shipped model",
+    )
     parser.add_argument("--wafer", default="wse-3", help="wafer preset: wse-2, wse-3, mini-RxC (default wse-3)")
-    parser.add_argument("--analytic", action="store_true", help="shapes only: no weights, no numbers")
-    parser.add_argument("--context", type=int, default=1024, help="tokens in the cache before the decoded one")
+    parser.add_argument(
+        "--wafers", type=int, default=None, help="systems to split the layers over (default: the fewest that hold it)"
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--analytic", action="store_true", help="shapes only: no weights, no numbers")
+    mode.add_argument("--numeric", action="store_true", help="real numbers (default when the weights exist and fit)")
+    parser.add_argument(
+        "--context", type=int, default=None, help="tokens in the cache before the decoded one (default 1024 or less)"
+    )
     parser.add_argument("--tokens", type=int, default=16, help="numeric mode: tokens to decode and compare")
     parser.add_argument(
         "--dtype", default=None, help="float32, bfloat16, float16 (default: float32 numeric, float16 analytic)"
@@ -44,57 +54,85 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads for numeric mode (default: torch's)"
     )
+    parser.add_argument(
+        "--sweep",
+        default=None,
+        metavar="FILE.png",
+        nargs="?",
+        const="emulate-sweep.png",
+        help="analytic sweep over grid side, all-reduce group count and context: a table, and a PNG "
+        "(default emulate-sweep.png)",
+    )
+    parser.add_argument("--speculate", type=int, default=0, metavar="K", help="analytic: cost a K-token verification")
+    parser.add_argument("--acceptance", type=float, default=0.7, help="with --speculate: per-token acceptance rate")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from waferline.cli.emulate_plan import per_wafer, plan, resolve
     from waferline.engine.checkpoint import parse_dtype
     from waferline.hardware.gpu_model import GPUS, project
-    from waferline.hardware.wafer import WaferDevice, get_spec
+    from waferline.hardware.wafer import get_spec
 
     started = time.perf_counter()
     if args.threads:
         torch.set_num_threads(args.threads)
     spec = get_spec(args.wafer)
-    dtype = parse_dtype(args.dtype or ("float16" if args.analytic else "float32"))
-    if args.context < 1 or args.tokens < 1:
+    target = resolve(args.model)
+    name, model_args, tensors = target.name, target.args, target.tensors
+    analytic = _analytic_mode(args, target, parse_dtype(args.dtype or "float32"))
+    dtype = parse_dtype(args.dtype or ("float16" if analytic else "float32"))
+    if args.sweep is not None:
+        from waferline.cli.emulate_sweep import sweep
+
+        return sweep(args, target, spec, dtype)
+    steps = 1 if analytic else args.tokens
+    context = args.context if args.context is not None else max(1, min(DEFAULT_CONTEXT, model_args.max_seq_len - steps))
+    if context < 1 or args.tokens < 1:
         raise ValueError("--context and --tokens must be at least 1")
-    name, model_args, tensors = _model(args.model)
-    max_tokens = args.context + (1 if args.analytic else args.tokens)
-    if max_tokens > model_args.max_seq_len:
-        raise ValueError(f"--context {args.context} leaves no room in the model's {model_args.max_seq_len} positions")
-    if args.analytic:
-        import torch._dynamo  # torch's meta kernel for cat imports it on first use: a one-time cost, not ours
+    if context + steps > model_args.max_seq_len:
+        raise ValueError(
+            f"--context {context} leaves no room for {steps} more in the model's {model_args.max_seq_len} positions"
+        )
+    import torch._dynamo
+
     projection_start = time.perf_counter()
-    device = WaferDevice(dtype=dtype, spec=spec, analytic=args.analytic, spill=args.spill)
-    result: dict[str, Any] = {"model": name, "wafer": spec.name, "mode": "analytic" if args.analytic else "numeric"}
-    if args.analytic:
-        _analytic(device, model_args, args.context)
+    planned = plan(model_args, spec, dtype, context, wafers=args.wafers, spill=args.spill)
+    result: dict[str, Any] = {"model": name, "model_source": target.source, "wafer": spec.name}
+    result["mode"] = "analytic" if analytic else "numeric"
+    if analytic:
+        device = planned.device
         result["projection_s"] = time.perf_counter() - projection_start
     else:
-        elem = torch.empty((), dtype=dtype).element_size()
-        if model_args.n_params * elem > NUMERIC_LIMIT_BYTES:
-            raise ValueError(f"{name} is too large to emulate on real numbers here; add --analytic")
-        if tensors is None:
-            raise ValueError(f"{name} has shapes only; add --analytic")
-        result.update(_numeric(device, model_args, tensors, args.context, args.tokens, dtype))
+        from waferline.cli.emulate_plan import make_device
+
+        device = make_device(
+            planned.spec, planned.wafers, model_args, dtype, False, planned.spill, context + args.tokens
+        )
+        assert tensors is not None
+        result.update(_numeric(device, model_args, tensors, context, args.tokens, dtype))
     report = device.report()
     counts = device.counters()
     per_token = {k: counts[k] / counts["tokens"] for k in _PER_TOKEN}
-    work = _gpu_work(model_args, args.context, torch.empty((), dtype=dtype).element_size(), per_token["ops"])
+    work = _gpu_work(model_args, context, torch.empty((), dtype=dtype).element_size(), per_token["ops"])
     gpus = {g: project(s, work) for g, s in GPUS.items()}
     result.update(
         dtype=str(dtype).removeprefix("torch."),
-        context=args.context,
-        tiles=spec.tiles,
+        context=context,
+        wafers=planned.wafers,
+        spill=planned.spill,  # asked for, or chosen because one tensor is larger than a wafer
+        tiles=int(counts["tiles"]),
         tiles_used=int(counts["tiles_used"]),
         sram_bytes_used=int(counts["sram_bytes_used"]),
         sram_bytes_capacity=int(counts["sram_bytes_capacity"]),
         weight_bytes=int(counts["weight_bytes"]),
         kv_bytes_reserved=int(counts["kv_bytes_reserved"]),
         spilled_bytes=int(counts["spilled_bytes"]),
+        per_wafer=per_wafer(device, model_args.n_layers),
         routes_per_tile=int(counts["routes_per_tile"]),
+        routes_unmerged=planned.colours_unmerged,
+        route_merges=[list(m) for m in planned.spec.route_merge],
         routes_available=spec.routes_per_tile,
         modeled_tok_s=report.tok_s,
         seconds_per_token=report.seconds_per_token,
@@ -107,12 +145,16 @@ def run(args: argparse.Namespace) -> int:
             g: {"gpus": p.gpus, "memory_s": p.memory_s, "compute_s": p.compute_s, "launch_s": p.launch_s}
             for g, p in gpus.items()
         },
-        elapsed_s=time.perf_counter() - started,
     )
+    if args.speculate:
+        from waferline.cli.emulate_speculate import speculate
+
+        result["speculation"] = speculate(planned, model_args, dtype, context, args.speculate, args.acceptance)
+    result["elapsed_s"] = time.perf_counter() - started
     if args.plot:
         from waferline.hardware.wafer.plot import save_plot
 
-        save_plot(device.grid, report, args.plot, f"{name}, {result['mode']}, context {args.context}")
+        save_plot(device.grid, report, args.plot, f"{name}, {result['mode']}, context {context}")
         result["plot"] = str(args.plot)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -123,40 +165,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-_PER_TOKEN = ("ops", "macs", "macs.tile", "sram_read_bytes", "sram_write_bytes", "wavelet_hops", "collectives",
-              "collective_hops", "off_wafer_bytes", "cycles")  # fmt: skip
-
-
-def _model(model: str | None) -> tuple[str, Any, Any]:
-    """(name, ModelArgs, a function giving a fresh stream of HF-named tensors, or None for shapes only)."""
-    from waferline.engine.checkpoint import args_from_config, resolve_model
-    from waferline.engine.hf import iter_random
-    from waferline.engine.model import ModelArgs
-    from waferline.engine.weights import read_json, stream_tensors, weight_shards
-
-    if model in EXTRA_SHAPES:
-        return model, ModelArgs(**EXTRA_SHAPES[model]), None
-    target = resolve_model(model)
-    if isinstance(target, str):
-        margs = ModelArgs.from_name(target)
-        return target, margs, lambda: iter_random(margs, seed=0)
-    margs = args_from_config(read_json(target / "config.json"), target / "config.json")
-    shards = weight_shards(target)
-    return target.resolve().name, margs, lambda: stream_tensors(shards)
-
-
-def _analytic(device: Any, margs: Any, context: int) -> None:
+def _analytic_mode(args: argparse.Namespace, target: Any, numeric_dtype: Any) -> bool:
+    """--analytic or --numeric as asked; otherwise numeric when the model has weights and it and the grid are small
+    enough to emulate here."""
     import torch
 
-    from waferline.engine.hf import from_hf, iter_meta
-    from waferline.engine.model import Transformer
+    from waferline.hardware.wafer import get_spec
 
-    model = Transformer(margs, device)
-    model.load(from_hf(margs, iter_meta(margs)))
-    kv = model.open_cache(context + 1)
-    model.forward(torch.zeros(context, dtype=torch.long), kv, 0)
-    device.reset_counters()
-    model.forward(torch.zeros(1, dtype=torch.long), kv, context)
+    elem = torch.empty((), dtype=numeric_dtype).element_size()
+    too_large = target.args.n_params * elem > NUMERIC_LIMIT_BYTES
+    small = get_spec(args.wafer).tiles <= NUMERIC_TILE_LIMIT
+    if args.numeric or (
+        not args.analytic and args.sweep is None and target.tensors is not None and small and not too_large
+    ):
+        if too_large:
+            raise ValueError(f"{target.name} is too large to emulate on real numbers here; add --analytic")
+        if target.tensors is None:
+            raise ValueError(f"{target.name} has shapes only ({target.source}); add --analytic")
+        return False
+    return True
+
+
+_PER_TOKEN = ("ops", "macs", "macs.tile", "sram_read_bytes", "sram_write_bytes", "wavelet_hops", "collectives",
+              "collective_hops", "off_wafer_bytes", "cycles")  # fmt: skip
 
 
 def _numeric(device: Any, margs: Any, tensors: Any, context: int, steps: int, dtype: Any) -> dict[str, Any]:
@@ -227,10 +258,28 @@ def _size(n: float) -> str:
     return f"{n / 1e3:.1f} kB"
 
 
+def _stages(stages: list[dict[str, Any]]) -> str:
+    """Per wafer: layers, SRAM occupancy, modeled µs per token (a range when there are more than four)."""
+    us = 1e6
+    if len(stages) <= 4:
+        return "; ".join(
+            f"{int(w['layers'])} layers, {w['occupancy']:.0%} SRAM, {w['seconds_per_token'] * us:.1f} µs"
+            for w in stages
+        )
+    layers = sorted(int(w["layers"]) for w in stages)
+    occupancy = sorted(w["occupancy"] for w in stages)
+    times = sorted(w["seconds_per_token"] * us for w in stages)
+    return (
+        f"{layers[0]}-{layers[-1]} layers, {occupancy[0]:.0%}-{occupancy[-1]:.0%} SRAM, "
+        f"{times[0]:.1f}-{times[-1]:.1f} µs each"
+    )
+
+
 def _text(r: dict[str, Any]) -> str:
     us = 1e6
     lines = [
-        f"model {r['model']} ({r['dtype']}) on {r['wafer']}, {r['mode']}, decoding at position {r['context']}",
+        f"model {r['model']} ({r['dtype']}, {r['model_source']}) on {r['wafer']}, {r['mode']}, decoding at position "
+        f"{r['context']}",
         f"  tiles        {r['tiles_used']:,} of {r['tiles']:,} hold data; SRAM {_size(r['sram_bytes_used'])} "
         f"of {_size(r['sram_bytes_capacity'])} (weights {_size(r['weight_bytes'])}, "
         f"KV {_size(r['kv_bytes_reserved'])}, spilled {_size(r['spilled_bytes'])})",
@@ -253,8 +302,28 @@ def _text(r: dict[str, Any]) -> str:
             f"{r['emulation_s_per_token'] * 1e3:.2f} ms/token ({r['emulation_vs_torch_cpu']:.1f}x torch cpu; "
             f"medians, {r['torch_threads']} threads)",
         ]
+    if r["wafers"] > 1:
+        lines.append(
+            f"  wafers       {r['wafers']} systems as pipeline stages, "
+            f"{r['breakdown']['inter_wafer'] * us:.2f} µs/token between wafers; " + _stages(r["per_wafer"])
+        )
     if r["routes_per_tile"] > 0:
-        lines.append(f"  routing      {r['routes_per_tile']} of {r['routes_available']} colours per router in use")
+        merged = (
+            f" (the collectives' {r['routes_unmerged']} exceed it: {len(r['route_merges'])} patterns run on longer "
+            f"ones, " + ", ".join(f"{k} {a}->{b}" for k, a, b in r["route_merges"]) + ")"
+            if r["route_merges"]
+            else ""
+        )
+        lines.append(
+            f"  routing      {r['routes_per_tile']} of {r['routes_available']} colours per router in use{merged}"
+        )
+    if "speculation" in r:
+        sp = r["speculation"]
+        lines.append(
+            f"  speculation  k={sp['k']}, acceptance {sp['acceptance']:.2f}: verifying {sp['k']} tokens costs "
+            f"{sp['verify_s'] * us:.1f} µs for {sp['tokens_per_step']:.2f} tokens: {sp['effective_tok_s']:,.0f} "
+            f"tokens/s effective ({sp['speedup']:.2f}x; draft cost not included)"
+        )
     projection = f", of which {r['projection_s']:.2f} s projecting" if "projection_s" in r else ""
     lines.append(f"  (took {r['elapsed_s']:.2f} s{projection})")
     return "\n".join(lines)

@@ -71,7 +71,18 @@ class WaferlineServer(LanguageServer):
         for problem in problems:
             self.report(f"{source}: {problem}")
         engine_changed = any(
-            getattr(new, k) != getattr(self.options, k) for k in ("model", "backend", "dtype", "threads", "kv_cache_mb")
+            getattr(new, k) != getattr(self.options, k)
+            for k in (
+                "model",
+                "backend",
+                "dtype",
+                "threads",
+                "kv_cache_mb",
+                "engine_url",
+                "engine_dialect",
+                "engine_model",
+                "engine_fim_template",
+            )
         )
         if new != self.options:
             self.forget_suggestions()  # made under other options

@@ -43,6 +43,7 @@ class OptionSpec:
     choices: tuple[str, ...] = ()  # strings: the values accepted, in the order they are listed
     choice_docs: Mapping[str, str] = dataclasses.field(default_factory=dict)  # choice -> what it means
     vscode: bool = True  # contributed as a VS Code setting (`waferline.<wire name>`)
+    machine: bool = False  # VS Code: a user or machine setting only, never read from a workspace's settings
 
 
 def option(default: T, group: str, doc: str, **constraints: Any) -> T:
@@ -64,6 +65,46 @@ class Options:
         "A Hugging Face model directory, the name of a shipped model (`engine/models/NAME`) or a preset with random "
         "weights (`tiny`, `qwen2.5-coder-0.5b`, ...). `null`: the shipped default model "
         "(`engine/models/waferline-mini`), or `tiny` on a checkout without it. See docs/engine.md.",
+    )
+    engine_url: str | None = option(
+        None,
+        ENGINE,
+        "Completions from an inference server you run instead of the local model: its base URL, e.g. "
+        "`http://127.0.0.1:8012` (llama-server), `http://127.0.0.1:8000` (vLLM), `http://127.0.0.1:11434` (Ollama). "
+        "`null`: the local model. Code is sent only there; an API key comes from the environment variable "
+        "`WAFERLINE_ENGINE_API_KEY`, never from settings. In VS Code a machine setting (a workspace cannot set it). "
+        "See docs/remote.md.",
+        machine=True,
+    )
+    engine_dialect: str = option(
+        "llama-server",
+        ENGINE,
+        "How to speak to `engineUrl`.",
+        choices=("llama-server", "openai", "ollama"),
+        choice_docs={
+            "llama-server": "llama.cpp's `/infill`, one cache slot per document",
+            "openai": "OpenAI-compatible `/v1/completions` (vLLM, llama-server, LM Studio), waferline's FIM text",
+            "ollama": "Ollama's `/api/generate` with `raw: true`",
+        },
+        machine=True,
+    )
+    engine_model: str | None = option(
+        None,
+        ENGINE,
+        "The model to ask `engineUrl` for (required by Ollama; OpenAI-compatible servers default to the first they "
+        "list; llama-server serves the one it loaded).",
+        machine=True,
+    )
+    engine_fim_template: str = option(
+        "auto",
+        ENGINE,
+        "The fill-in-the-middle layout of the remote model's family, written by waferline as text. `auto`: "
+        "`qwen2.5-coder` for the `openai` and `ollama` dialects, and llama-server's own `/infill` (its FIM tokens come "
+        "from the model file); a family sends llama-server waferline's text through `/completion` instead "
+        "(`waferline` for the shipped model exported as GGUF, whose suffix-prefix-middle layout `/infill` does not "
+        "write).",
+        choices=("auto", "qwen2.5-coder", "waferline", "starcoder2", "deepseek-coder", "codellama"),
+        machine=True,
     )
     backend: str = option(
         "cpu",

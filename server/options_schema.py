@@ -116,6 +116,8 @@ def vscode_properties(client_settings: dict[str, Any]) -> dict[str, Any]:
         if d.spec.choice_docs:
             setting["markdownEnumDescriptions"] = [d.spec.choice_docs.get(c, "") for c in d.spec.choices]
         properties[f"{SECTION}.{d.wire}"] = {**setting, "markdownDescription": description(d), "order": order}
+        if d.spec.machine:
+            properties[f"{SECTION}.{d.wire}"]["scope"] = "machine"
     clash = set(properties) & set(client_settings)
     assert not clash, f"{VSCODE_CLIENT_SETTINGS} declares server options: {sorted(clash)}"
     return {**properties, **client_settings}

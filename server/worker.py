@@ -43,6 +43,8 @@ class Worker:
         self._ready.clear()
 
         def work(_cancel: Callable[[], bool]) -> str:
+            if (close := getattr(self._engine, "close", None)) is not None:
+                close()  # a remote engine's client and loop thread
             self._engine, self._info, self.load_error = None, None, None
             try:
                 engine = factory()
@@ -160,7 +162,16 @@ def _queue_s(job: Job) -> float:
 
 
 def build_engine(options: Options) -> Engine:
-    """The engine the options ask for: the local model."""
+    """The engine the options ask for: a remote server (`engineUrl`) or the local model."""
+    if options.engine_url:
+        from waferline.engine.remote.engine import RemoteEngine
+
+        return RemoteEngine(
+            options.engine_dialect,  # type: ignore[arg-type]  # one of DIALECTS: the option's choices
+            options.engine_url,
+            model=options.engine_model,
+            fim_template=None if options.engine_fim_template == "auto" else options.engine_fim_template,
+        )
     from waferline.engine.local import LocalEngine
 
     return LocalEngine.load(

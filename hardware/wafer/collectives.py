@@ -6,7 +6,9 @@ WaferLLM's MeshGEMV does: tiles form groups of K neighbours; each group chains i
 one-hop steps), then the leaders chain theirs to the root (G-1 steps of K hops). Against a plain chain this cuts
 the steps from n-1 to about 2*sqrt(n) and needs only two routing colours per tile (one per level; the two arms
 are mirror images on disjoint routers and share them), which is what the wafer's few colours per router allow.
-Broadcasts run the same tree the other way. `root(span)` is the middle tile's index.
+Broadcasts run the same tree the other way. `root(span)` is the middle tile's index. A spec may force the number of
+first-level groups (`tree_groups`, for sweeps) and may run a pattern on a longer one (`route_merge`, when the
+patterns would need more routing colours than a router has: routes.py); both change the cost, never the numbers.
 
 Latency of one collective on the critical path, in cycles:
     ceil(hops * hop_cycles * (1 + collective_overhead)) + levels * wavelets
@@ -140,11 +142,12 @@ def _latency(spec: WaferSpec, hops: int, levels: int, wavelets: int) -> int:
     return math.ceil(hops * spec.hop_cycles * (1 + spec.collective_overhead)) + levels * wavelets
 
 
-def _arm(n: int) -> tuple[int, int, int, int]:
-    """A two-level tree over an arm of n tiles plus the root: (hops, steps, levels, links crossed by all messages)."""
+def _arm(n: int, groups: int = 0) -> tuple[int, int, int, int]:
+    """A two-level tree over an arm of n tiles plus the root: (hops, steps, levels, links crossed by all messages).
+    groups > 0 forces that many first-level groups (a sweep's variable); 0 takes the fewest steps."""
     if n == 0:
         return 0, 0, 0, 0
-    k = tree_group(n + 1)
+    k = -(-(n + 1) // min(groups, n + 1)) if groups > 0 else tree_group(n + 1)
     groups = -(-(n + 1) // k)
     hops = n  # every value flows towards the root (each group's leader is its tile nearest the root): the arm's length
     steps = (k - 1) + (groups - 1)
@@ -158,9 +161,10 @@ def tree(spec: WaferSpec, kind: str, span: int, lines: int, elems: int, elem_byt
     assert kind in ("reduce", "broadcast"), kind
     if span <= 1 or lines == 0 or elems == 0:
         return None
+    span = spec.route_span(kind, span)  # a merged pattern: the line runs on a longer configured one
     long_arm, short_arm = arms(span)
-    hops, steps, levels, links = _arm(long_arm)
-    links += _arm(short_arm)[3]
+    hops, steps, levels, links = _arm(long_arm, spec.tree_groups)
+    links += _arm(short_arm, spec.tree_groups)[3]
     w = _wavelets(spec, elems, elem_bytes)
     cycles = _latency(spec, hops, levels, w)
     return Collective(kind, span, lines, elems, hops, steps, levels, w, links * w * lines, cycles)
@@ -170,5 +174,6 @@ def move(spec: WaferSpec, hops: int, lines: int, elems: int, elem_bytes: int) ->
     """Point-to-point messages of `elems` along routes of at most `hops` links, `lines` of them at once."""
     if hops <= 0 or lines == 0 or elems == 0:
         return None
+    hops = spec.route_span("move", hops + 1) - 1
     w = _wavelets(spec, elems, elem_bytes)
     return Collective("move", hops + 1, lines, elems, hops, 1, 1, w, w * hops * lines, _latency(spec, hops, 1, w))

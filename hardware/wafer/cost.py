@@ -7,8 +7,9 @@ collectives move the results. A phase costs
   + off-wafer transfer time of spilled weights              (bytes / off-wafer bandwidth)
 and phases run one after another. Cycles become seconds at the spec's clock. The breakdown puts the local part of
 each phase under `compute` or `sram` (whichever bound it), collective latency under `fabric`, spills under
-`off_wafer`. The counters depend only on shapes, so analytic mode (shapes alone) and numeric mode (real numbers)
-produce the same counters by construction.
+`off_wafer`; system.py adds the system I/O to the host (`host_io`) and between wafers (`inter_wafer`). The
+counters depend only on shapes, so analytic mode (shapes alone) and numeric mode (real numbers) produce the same
+counters by construction.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from waferline.hardware.wafer.collectives import Collective
 from waferline.hardware.wafer.spec import WaferSpec
 
-CATEGORIES = ("compute", "sram", "fabric", "off_wafer")
+CATEGORIES = ("compute", "sram", "fabric", "off_wafer", "host_io", "inter_wafer")
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ COUNTER_KEYS = (
     "collective_steps",
     "wavelet_hops",
     "off_wafer_bytes",
+    "host_io_bytes",
+    "inter_wafer_bytes",
+    "inter_wafer_transfers",
     "phases",
 )
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
-from waferline.hardware.wafer import attention, ops
+from waferline.hardware.wafer import attention, ops, system
 from waferline.hardware.wafer.cost import COUNTER_KEYS, Cost, CostReport, report
 from waferline.hardware.wafer.placement import (
     KVLayout,
@@ -28,6 +28,7 @@ from waferline.hardware.wafer.placement import (
     padded_bytes,
     place,
 )
+from waferline.hardware.wafer.routes import WaferRoutingError, colours, describe
 from waferline.hardware.wafer.spec import WaferSpec, get_spec
 from waferline.hardware.wafer.tiles import Allocation, Rect, SramGrid, WaferOutOfMemory
 
@@ -152,6 +153,7 @@ class WaferDevice:
         self.check_fits()
         alloc = _alloc(table)
         lay = _matrix(alloc)
+        self._charge("host_io", system.tokens_in(self.spec, self.dtype, tokens.shape[0]))
         self._charge("embed", ops.gather_cost(self.spec, self.dtype, lay, tokens.shape[0], 1, alloc.spilled))
         if self.analytic:
             return self._shaped(tokens.shape[0], lay.in_features)
@@ -168,6 +170,8 @@ class WaferDevice:
         b = _alloc(bias) if bias is not None else None
         lay = _matrix(w)
         self._charge("linear", ops.linear_cost(self.spec, self.dtype, lay, x.shape[0], b is not None, w.spilled))
+        if w.name == "lm_head":  # the logits go to the host, which samples
+            self._charge("host_io", system.logits_out(self.spec, self.dtype, x.shape[0], lay.out_features))
         if self.analytic:
             return self._shaped(x.shape[0], lay.out_features)
         return ops.linear(w, x, b)
@@ -214,6 +218,10 @@ class WaferDevice:
         return torch.empty(shape, dtype=self.dtype, device=self.torch_device)
 
     # -- accounting --------------------------------------------------------------------------------------------------
+    def charge(self, op: str, cost: Cost) -> None:
+        """Add a cost the device did not compute itself (a transfer into this wafer from another, multi.py)."""
+        self._charge(op, cost)
+
     def _charge(self, op: str, cost: Cost) -> None:
         self._totals += cost.vector
         self._routes.update(cost.routes)
@@ -221,6 +229,20 @@ class WaferDevice:
         counts[f"op.{op}.cycles"] += cost.counts["cycles"]
         counts[f"op.{op}.calls"] += 1
         counts["ops"] += 1
+
+    def routes(self) -> dict[tuple[str, int], int]:
+        """The collective patterns configured so far: (kind, span) -> colours (tree levels) on a router."""
+        return dict(self._routes)
+
+    def check_routes(self) -> None:
+        """Raise WaferRoutingError if the patterns configured so far need more colours than a router holds."""
+        need = colours(self._routes)
+        if need > self.spec.routes_per_tile:
+            raise WaferRoutingError(
+                f"the program needs {need} routing colours per router on {self.spec.name}, which has "
+                f"{self.spec.routes_per_tile}: {describe(self._routes)}; run it on a plan that merges patterns "
+                f"(routes.fit_routes, spec.route_merge)"
+            )
 
     def fuse_decoder(self, plan: DecoderPlan) -> FusedStep | None:
         return None  # the emulator's point is to run and count each operation tile by tile

@@ -120,7 +120,7 @@ def save_plot(grid: SramGrid, report: CostReport, path: str | Path, title: str) 
     us = 1e6
     cat_ax = fig.add_subplot(panels[0, 1])
     values = [report.breakdown.get(k, 0.0) * us for k in CATEGORIES]
-    bars = cat_ax.bar(CATEGORIES, values, color=["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"])
+    bars = cat_ax.bar(CATEGORIES, values, color=["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"])
     cat_ax.bar_label(bars, fmt="%.2f", fontsize=8)
     cat_ax.set_ylabel("µs per token")
     cat_ax.set_title("where a token's time goes", fontsize=10)

@@ -37,6 +37,13 @@ class WaferSpec:
     routes_per_tile: int = 24  # routing colours (virtual channels) one router can hold
     off_wafer_bytes_per_s: float = 0.0  # bandwidth to memory beside the wafer (0: no off-wafer memory)
     off_wafer_capacity_bytes: int = 0  # how much may spill there (0: a model that does not fit fails)
+    system_io_bytes_per_s: float = 150e9  # the system's I/O to the host and to other systems (12 x 100 GbE)
+    system_link_latency_s: float = 1e-6  # one Ethernet hop between systems or to the host (assumed: docs)
+    # How the program uses the routers: patterns (kind, span) run on the pattern of a larger span of the same kind,
+    # so that fewer colours are configured (routes.fit_routes finds these); tree_groups > 0 forces the number of
+    # first-level groups of every two-level tree (0: the fewest steps, collectives.tree_group).
+    route_merge: tuple[tuple[str, int, int], ...] = ()
+    tree_groups: int = 0
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +82,13 @@ class WaferSpec:
     def diameter_hops(self) -> int:
         return (self.rows - 1) + (self.cols - 1)
 
+    def route_span(self, kind: str, span: int) -> int:
+        """The span of the configured pattern a collective of (kind, span) runs on (itself unless merged)."""
+        for k, small, large in self.route_merge:
+            if k == kind and small == span:
+                return large
+        return span
+
     def with_spill(self, bytes_per_s: float | None = None, capacity: int = 1 << 50) -> WaferSpec:
         """This wafer with off-wafer memory that weights may spill into (streamed in at `bytes_per_s` per use)."""
         bw = bytes_per_s if bytes_per_s is not None else self.off_wafer_bytes_per_s
@@ -86,10 +100,11 @@ class WaferSpec:
 # Sources, keyed in docs/hardware.md: [HC34] S. Lie, "Cerebras Architecture Deep Dive", Hot Chips 34 (2022);
 # [HC36] Cerebras, "WSE-3", Hot Chips 36 (2024); [WSE2-PR] Cerebras WSE-2 product announcement (Apr 2021);
 # [WSE3-PR] Cerebras WSE-3 / CS-3 announcement (13 Mar 2024); [SDK] Cerebras SDK docs, "A Conceptual View";
-# [CS2-DS] Cerebras CS-2 datasheet (system I/O); [ROCKI] Rocki et al., SC20, "Fast Stencil-Code Computation on a
-# Wafer-Scale Processor" (full-wafer AllReduce ~10% above the mesh diameter).
+# [CS2-DS] Cerebras CS-2 datasheet (system I/O); [CS3-DS] Cerebras CS-3 system page, "System I/O 1.2 Tb/s";
+# [ROCKI] Rocki et al., SC20, "Fast Stencil-Code Computation on a Wafer-Scale Processor" (full-wafer AllReduce
+# ~10% above the mesh diameter); [WAFERLLM] He et al., OSDI 2025, and its artifact github.com/MeshInfra/WaferLLM.
 
-CS_SYSTEM_IO_BYTES_PER_S = 12 * 100e9 / 8  # 12 x 100 Gb Ethernet [CS2-DS] = 150 GB/s
+CS_SYSTEM_IO_BYTES_PER_S = 12 * 100e9 / 8  # 12 x 100 Gb Ethernet [CS2-DS]; CS-3 "1.2 Tb/s" [CS3-DS] = 150 GB/s
 
 WSE2 = WaferSpec(
     name="wse-2",
@@ -106,6 +121,7 @@ WSE2 = WaferSpec(
     collective_overhead=0.10,  # AllReduce cycles ~10% above the diameter [ROCKI]
     routes_per_tile=24,  # 24 routable colours [SDK]
     off_wafer_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,
+    system_io_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # [CS2-DS]
     notes="Cerebras WSE-2 (TSMC 7 nm), as in the CS-2 system.",
 )
 
@@ -125,8 +141,21 @@ WSE3 = WaferSpec(
     hop_cycles=1,  # "single clock cycle latency between nodes" [WSE3-PR white paper]
     collective_overhead=0.10,  # [ROCKI]
     routes_per_tile=24,  # [SDK]
-    off_wafer_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # CS-3 I/O assumed equal to CS-2's [CS2-DS]
+    off_wafer_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # CS-3 I/O 1.2 Tb/s, as CS-2's [CS3-DS]
+    system_io_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # [CS3-DS]
     notes="Cerebras WSE-3 (TSMC 5 nm), as in the CS-3 system.",
+)
+
+
+# The fabric a program gets on each system: the SDK's fabric dimensions, 757 x 996 on a CS-2 and 762 x 1172 on a
+# CS-3 (width x height, as the SDK's --fabric-dims; [SDK], and the compile scripts of [WAFERLLM]'s artifact), less
+# the 7 columns and 2 rows the host-transfer (memcpy) framework takes at the edges ([WAFERLLM] compiles a P x P
+# program into fabric-dims P+7, P+2). The rest of the physical cores are spares that route around defects.
+CS2 = dataclasses.replace(
+    WSE2, name="cs-2", rows=996 - 2, cols=757 - 7, notes="WSE-2 as programmed in a CS-2: the SDK's usable fabric"
+)
+CS3 = dataclasses.replace(
+    WSE3, name="cs-3", rows=1172 - 2, cols=762 - 7, notes="WSE-3 as programmed in a CS-3: the SDK's usable fabric"
 )
 
 
@@ -140,6 +169,8 @@ def mini(rows: int, cols: int, base: WaferSpec = WSE3) -> WaferSpec:
 PRESETS: dict[str, WaferSpec] = {
     "wse-2": WSE2,
     "wse-3": WSE3,
+    "cs-2": CS2,
+    "cs-3": CS3,
     "mini-8x8": mini(8, 8),
     "mini-16x16": mini(16, 16),
     "mini-32x32": mini(32, 32),
@@ -167,13 +198,19 @@ PUBLISHED: dict[str, dict[str, float]] = {
 
 
 def get_spec(name: str | WaferSpec) -> WaferSpec:
-    """A preset by name, or `mini-RxC` for any small grid of WSE-3 tiles."""
+    """A preset by name, `mini-RxC` for any small grid of WSE-3 tiles, or `PRESET:RxC` for an R x C region of a
+    preset's tiles (`cs-2:720x720`, the grid WaferLLM runs its largest decode on)."""
     if isinstance(name, WaferSpec):
         return name
     if name in PRESETS:
         return PRESETS[name]
+    base, _, region = name.partition(":")
+    if region and base in PRESETS:
+        r, _, c = region.partition("x")
+        if r.isdigit() and c.isdigit() and int(r) > 0 and int(c) > 0:
+            return dataclasses.replace(PRESETS[base], name=name, rows=int(r), cols=int(c), notes=f"{region} of {base}")
     if name.startswith("mini-") and "x" in name[5:]:
         r, _, c = name[5:].partition("x")
         if r.isdigit() and c.isdigit() and int(r) > 0 and int(c) > 0:
             return mini(int(r), int(c))
-    raise ValueError(f"unknown wafer preset {name!r}; presets: {', '.join(PRESETS)} (or mini-RxC)")
+    raise ValueError(f"unknown wafer preset {name!r}; presets: {', '.join(PRESETS)} (or mini-RxC, PRESET:RxC)")

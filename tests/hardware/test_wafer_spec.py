@@ -50,3 +50,18 @@ def test_unknown_preset_is_a_value_error_naming_the_presets():
 def test_spill_needs_an_off_wafer_bandwidth():
     assert WSE3.with_spill().off_wafer_capacity_bytes > 0
     assert WSE3.off_wafer_capacity_bytes == 0  # by default a model that does not fit fails
+
+
+def test_the_systems_program_the_sdks_usable_fabric_of_their_wafers():
+    cs2, cs3 = get_spec("cs-2"), get_spec("cs-3")
+    assert (cs2.cols + 7, cs2.rows + 2) == (757, 996) and (cs3.cols + 7, cs3.rows + 2) == (762, 1172)
+    assert cs2.tiles < WSE2.tiles and cs3.tiles < WSE3.tiles  # spares route around defects
+    assert cs3.sram_bytes_per_tile == WSE3.sram_bytes_per_tile and cs3.clock_hz == WSE3.clock_hz
+
+
+def test_a_region_of_a_preset_keeps_its_tiles():
+    region = get_spec("cs-2:720x720")
+    assert (region.rows, region.cols, region.name) == (720, 720, "cs-2:720x720")
+    assert region.macs_per_cycle_fp16 == WSE2.macs_per_cycle_fp16
+    with pytest.raises(ValueError, match="PRESET:RxC"):
+        get_spec("cs-2:720")

@@ -1,0 +1,57 @@
+"""`waferline emulate --speculate K --acceptance A`: the analytic cost of speculative decoding's verification step.
+
+The target model verifies K drafted tokens in one forward pass of K positions (all K logits returned to the host),
+costed on the planned wafers by the same phases as any forward: every GEMV carries K tokens' chunks, attention
+scores K queries, the logits of K positions leave the wafer. With a per-token acceptance rate A (each drafted token
+accepted independently), one verification yields on average (1 - A^(K+1)) / (1 - A) tokens (the accepted prefix
+plus the target's own next token: Leviathan et al., "Fast Inference from Transformers via Speculative Decoding",
+ICML 2023), so the effective speed is that over the verification time. The draft model's own time is not included
+(it depends on where the draft runs): the figure is the target's side, an upper bound.
+
+Shapes only: the numeric K-token verification through the Device seam (the torch backend's logits at each of the
+K positions) waits for the speculation issue's verification step (#15).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def expected_tokens(k: int, acceptance: float) -> float:
+    """Tokens one verification of k drafted tokens yields on average, with i.i.d. per-token acceptance."""
+    assert k >= 1 and 0.0 <= acceptance <= 1.0, f"k={k}, acceptance={acceptance}"
+    if acceptance == 1.0:
+        return float(k + 1)
+    return (1 - acceptance ** (k + 1)) / (1 - acceptance)
+
+
+def speculate(planned: Any, margs: Any, dtype: torch.dtype, context: int, k: int, acceptance: float) -> dict[str, Any]:
+    from waferline.cli.emulate_plan import make_device
+    from waferline.engine.hf import from_hf, iter_meta
+    from waferline.engine.model import Transformer
+
+    if k < 1 or not 0.0 <= acceptance <= 1.0:
+        raise ValueError("--speculate takes K >= 1 and --acceptance a rate in [0, 1]")
+    if context + k > margs.max_seq_len:
+        raise ValueError(f"--context {context} leaves no room for {k} drafted tokens in {margs.max_seq_len} positions")
+    device = make_device(planned.spec, planned.wafers, margs, dtype, True, planned.spill, context + k)
+    model = Transformer(margs, device)
+    model.load(from_hf(margs, iter_meta(margs)))
+    kv = model.open_cache(context + k)
+    model.forward(torch.zeros(context, dtype=torch.long), kv, 0)
+    device.reset_counters()
+    model.forward(torch.zeros(k, dtype=torch.long), kv, context, last_only=False)
+    verify_s = device.report(tokens=1).seconds_per_token  # the whole step
+    decode_tok_s = planned.device.report().tok_s
+    tokens = expected_tokens(k, acceptance)
+    return {
+        "k": k,
+        "acceptance": acceptance,
+        "verify_s": verify_s,
+        "verify_vs_decode": verify_s * decode_tok_s,
+        "tokens_per_step": tokens,
+        "effective_tok_s": tokens / verify_s,
+        "speedup": tokens / verify_s / decode_tok_s,
+    }

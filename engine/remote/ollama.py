@@ -1,0 +1,85 @@
+"""Ollama as an engine: `/api/generate` with `raw: true` and the fill-in-the-middle prompt written by waferline.
+
+`raw` turns off Ollama's own prompt template, so the FIM layout of the model's family (engine/remote/openai.py's
+`fim_text`) reaches the model as written; `keep_alive` keeps the model loaded between keystrokes. Ollama streams one
+JSON object per line (not server-sent events): `response` pieces, then `done: true` with `done_reason`,
+`prompt_eval_count` (the prompt tokens it computed: Ollama reuses a cached prefix without counting it) and
+`eval_count`. `GET /api/tags` lists the models it has.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.fim import FAMILIES
+from waferline.engine.remote.http import HttpEngine, number, reason
+from waferline.engine.remote.openai import fim_text
+from waferline.engine.remote.sse import StreamError
+from waferline.engine.remote.stream import Piece, RemoteError, follow
+
+DONE = {"stop": "stop_token", "length": "max_tokens"}
+
+
+class Ollama(HttpEngine):
+    """An Ollama server at `url` (e.g. http://127.0.0.1:11434) running `model`, of FIM `family`."""
+
+    def __init__(self, url: str, *, model: str, family: str = "qwen2.5-coder", **kw: Any) -> None:
+        super().__init__(url, **kw)
+        if family not in FAMILIES:
+            raise ValueError(f"unknown FIM template {family!r}; known: {', '.join(FAMILIES)}")
+        self.model, self.family = model, family
+
+    async def probe(self) -> list[str]:
+        """GET /api/tags: the models Ollama has; a RemoteError naming them when the configured one is not there."""
+        data = await self.get_json("/api/tags")
+        names = [str(m.get("name")) for m in data.get("models") or [] if isinstance(m, dict)]
+        if self.model not in names and f"{self.model}:latest" not in names:
+            raise RemoteError(f"{self.url} has no model {self.model!r} (it has {', '.join(names) or 'none'})")
+        return names
+
+    async def complete(self, request: EditRequest, should_cancel: ShouldCancel = lambda: False) -> Completion:
+        body = {
+            "model": self.model, "prompt": fim_text(self.family, request.prefix, request.suffix), "raw": True,
+            "stream": True, "keep_alive": "30m",
+            "options": {"num_predict": request.max_new_tokens, "temperature": max(request.temperature, 0.0),
+                        "stop": [*FAMILIES[self.family].stops, *request.stop_strings]},
+        }  # fmt: skip
+        where = f"{self.url}/api/generate"
+        try:
+            async with self._client.stream("POST", "/api/generate", json=body) as response:
+                await self._check(response, "/api/generate")
+                return await follow(_json_lines(response.aiter_lines()), parse_line, request, should_cancel, where)
+        except httpx.HTTPError as e:
+            raise RemoteError(f"{where}: {reason(e)}") from None
+        except StreamError as e:
+            raise RemoteError(f"{where}: {e}") from None
+
+
+async def _json_lines(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    async for line in lines:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise StreamError(f"a line is not JSON ({e}): {line[:200]!r}") from None
+        if not isinstance(obj, dict):
+            raise StreamError(f"a line is not a JSON object: {line[:200]!r}")
+        if "error" in obj:
+            raise StreamError(f"Ollama: {obj['error']}")
+        yield obj
+
+
+def parse_line(obj: dict[str, Any]) -> Piece:
+    piece = Piece(text=str(obj.get("response") or ""))
+    if obj.get("done"):
+        piece.stop_reason = DONE.get(str(obj.get("done_reason")), "stop_token")
+        computed = number(obj.get("prompt_eval_count"))
+        piece.prompt_tokens, piece.cached_tokens = computed, 0  # Ollama counts only the prompt it computed
+        piece.new_tokens = number(obj.get("eval_count"))
+    return piece

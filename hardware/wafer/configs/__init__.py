@@ -1,0 +1,32 @@
+"""Published model configurations, as the `config.json` files their makers ship (only the fields the decoder
+reads), for projecting models that are not downloaded: `waferline emulate --analytic --model llama-3.1-70b`.
+
+Each file copies its model's public Hugging Face `config.json` values (meta-llama/Llama-3.1-8B, -70B, -405B,
+Meta-Llama-3-8B, Qwen/Qwen2-72B, Qwen/Qwen2.5-Coder-0.5B, -7B, -32B). Shapes only: no weights exist here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+DIRECTORY = Path(__file__).parent
+
+
+def names() -> list[str]:
+    """The configurations stored here, by name (the file name without .json)."""
+    return sorted(p.stem for p in DIRECTORY.glob("*.json"))
+
+
+def path(name: str) -> Path | None:
+    """The config.json of a stored configuration, or None."""
+    file = DIRECTORY / f"{name}.json"
+    return file if file.is_file() else None
+
+
+def read(name: str) -> dict[str, Any]:
+    file = path(name)
+    if file is None:
+        raise KeyError(f"no published configuration {name!r}; stored: {', '.join(names())}")
+    return json.loads(file.read_text())
