@@ -30,8 +30,8 @@ from raw_lsp import RawClient
 from shadow_doc import ShadowDocument, position
 
 INTERNAL_ERROR, INVALID_PARAMS, NOT_FOUND, CANCELLED = -32603, -32602, -32601, -32800
-_LEAK = re.compile(r"Traceback \(most recent call last\)|File \"|site-packages|" + re.escape(str(Path(sys.prefix))))
-_REPO = str(Path(__file__).resolve().parents[2])
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
+_PATHS = re.compile("|".join(re.escape(p) for p in ("site-packages", sys.prefix, str(Path(__file__).parents[2]))))
 _sessions = itertools.count(1)
 
 
@@ -146,6 +146,19 @@ def tracebacks(lines: list[str]) -> list[str]:
     return out
 
 
+def leaked(message: dict[str, Any]) -> str | None:
+    """What of the server's internals a message shows: a traceback anywhere; in an error or a message shown to the
+    user, also a path of the server's checkout or Python. (Results may name paths on purpose: `waferline/stats`
+    says where the model was loaded from.)"""
+    text = json.dumps(message, ensure_ascii=False)
+    if (m := _TRACEBACK.search(text)) is not None:
+        return m.group(0)
+    shown = message.get("error") or (message.get("params") if message.get("method") == "window/showMessage" else None)
+    if shown is not None and (m := _PATHS.search(json.dumps(shown, ensure_ascii=False))) is not None:
+        return m.group(0)
+    return None
+
+
 def _answered(client: RawClient, start: int) -> set[str]:
     return {str(m.get("id")) for m in client.responses(start)}
 
@@ -158,8 +171,8 @@ def _check_responses(
     own = {*ids, f"{prefix}-end"} | {f"{prefix}-doc{k}" for k in range(len(session.docs) + 8)}
     for m in client.received[start:]:
         text = json.dumps(m, ensure_ascii=False)
-        if _LEAK.search(text) or _REPO in text:
-            problems.append(f"internals in a message: {text[:300]}")
+        if (leak := leaked(m)) is not None:
+            problems.append(f"internals ({leak!r}) in a message: {text[:300]}")
         if m.get("method") == "window/showMessage" and "internal error" in str(m.get("params")):
             problems.append(f"an internal error shown to the user: {text[:300]}")
         if "method" in m:
