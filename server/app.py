@@ -21,15 +21,16 @@ from pygls.lsp.server import LanguageServer
 
 from waferline.engine.api import Engine
 from waferline.server import memory
+from waferline.server import params
 from waferline.server.background import Background
-from waferline.server.document import Document
+from waferline.server.document import Document, readable, readable_change
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
 from waferline.server.options import Options, parse_options
 from waferline.server.protocol import WaferlineProtocol
 from waferline.server.repository.workspace import Indexing
 from waferline.server.stats import Stats
-from waferline.server.text import PositionError
+from waferline.server.text import PositionError, TextChange
 from waferline.server.worker import Worker, build_engine
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ ACCEPT_COMMAND = "waferline.accept"  # the command an inline item carries, so th
 
 class WaferlineServer(LanguageServer):
     def __init__(self, *, defaults: Options | None = None, engine_factory: Callable[[Options], Engine] | None = None):
-        super().__init__("waferline", VERSION, protocol_cls=WaferlineProtocol)
+        super().__init__("waferline", VERSION, protocol_cls=WaferlineProtocol, converter_factory=params.converter)
         self.defaults = defaults or Options()  # from the command line; client settings override them
         self.options = self.defaults
         self.documents: dict[str, Document] = {}
@@ -146,21 +147,32 @@ class WaferlineServer(LanguageServer):
         self.stats.add_phases({"did_change": (time.perf_counter() - t0) * 1000.0})
 
     def _apply_changes(self, doc: Document, params: types.DidChangeTextDocumentParams) -> None:
+        """All of the changes, or none: a change that cannot apply leaves the text and version as they were."""
+        before = doc.text.checkpoint()
+        edits: list[TextChange | str] = []  # for the syntax tree, once every change has applied
+        edited_line = None
         for change in params.content_changes:
             self.stats.keystrokes += 1
             if isinstance(change, types.TextDocumentContentChangePartial):
                 r = change.range
                 rng = ((r.start.line, r.start.character), (r.end.line, r.end.character))
                 try:
-                    edit = doc.text.apply_change(rng, change.text, params.text_document.version)
+                    edits.append(doc.text.apply_change(rng, change.text))
                 except PositionError as e:
+                    doc.text.rollback(before)
                     self.report(f"refused an edit of {doc.uri}: {e}; the document may now differ from the editor's")
                     return
-                doc.syntax.apply(edit)
-                doc.edited_line, doc.edited_at = r.start.line, time.monotonic()
+                edited_line = r.start.line
             else:
-                doc.text.apply_change(None, change.text, params.text_document.version)
-                doc.syntax.replace(change.text)
+                doc.text.apply_change(None, change.text)
+                edits.append(change.text)
+        if edited_line is not None:
+            doc.edited_line, doc.edited_at = edited_line, time.monotonic()
+        for edit in edits:
+            if isinstance(edit, str):
+                doc.syntax.replace(readable(edit))
+            else:
+                doc.syntax.apply(readable_change(edit))
         # The version is the document's after the changes, even when there are none (LSP's VersionedTextDocument).
         doc.text.version = params.text_document.version
 
@@ -196,10 +208,7 @@ class WaferlineServer(LanguageServer):
         return state
 
     def offset_of(self, doc: Document, position: types.Position) -> int:
-        try:
-            return doc.text.offset_at(position.line, position.character)
-        except PositionError as e:
-            raise JsonRpcInvalidParams(f"position ({position.line}, {position.character}) in {doc.uri}: {e}") from None
+        return params.offset(doc, position)
 
     def lsp_position(self, doc: Document, offset: int) -> types.Position:
         line, character = doc.text.position_at(offset)

@@ -4,14 +4,33 @@
 `TextDocument`), its syntax tree (edited with every change, parsed when read) and where it was last edited.
 `DocumentSnapshot` is what a feature reads: the text and version at the moment its request arrived, taken once per
 request, so that the document can move on while the model runs.
+
+The text is kept exactly as the client sent it, for position arithmetic and `waferline/document`; what every other
+consumer reads (the tokenizer, tree-sitter, the repository index, other documents' prompts) is `readable_text`, the
+same text with each lone surrogate (JSON can carry "\\ud800") as U+FFFD, normalised here once. Both have the same
+length in `str` offsets, UTF-16 units and UTF-8 bytes (a lone surrogate counts as its 3-byte encoding), so an
+offset or position means the same in either.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from waferline.engine.tokenizer import without_lone_surrogates
 from waferline.server.syntax.tree import SyntaxTree
-from waferline.server.text import TextDocument
+from waferline.server.text import TextChange, TextDocument
+
+
+def readable(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD (the text itself when it has none)."""
+    return text if text.isascii() else without_lone_surrogates(text)
+
+
+def readable_change(change: TextChange) -> TextChange:
+    """A change as the syntax tree takes it: its inserted text readable (its byte offsets are the same)."""
+    new_text = readable(change.new_text)
+    return change if new_text is change.new_text else dataclasses.replace(change, new_text=new_text)
 
 
 @dataclass(frozen=True)
@@ -39,13 +58,22 @@ class Document:
     syntax: SyntaxTree
     edited_line: int | None = None  # where the last change started, and when: for other documents' prompts
     edited_at: float = 0.0
+    _readable: tuple[str, str] = ("", "")  # (text, its readable form): computed once per change, when first read
 
     @classmethod
     def open(cls, uri: str, language_id: str, text: str, *, version: int = 0, encoding: str = "utf-16") -> Document:
         document = TextDocument(text, version=version, encoding=encoding, language_id=language_id)
-        return cls(uri, language_id, document, SyntaxTree(language_id, text))
+        return cls(uri, language_id, document, SyntaxTree(language_id, readable(text)))
+
+    @property
+    def readable_text(self) -> str:
+        """The text as consumers read it (see the module docstring)."""
+        text = self.text.text
+        if self._readable[0] is not text:
+            self._readable = (text, readable(text))
+        return self._readable[1]
 
     def snapshot(self) -> DocumentSnapshot:
         return DocumentSnapshot(
-            self.uri, self.language_id, self.text.text, self.text.version, self.text.encoding, self.syntax
+            self.uri, self.language_id, self.readable_text, self.text.version, self.text.encoding, self.syntax
         )

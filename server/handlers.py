@@ -19,6 +19,7 @@ from waferline.server.features.ask import ASK_COMMAND, ASK_METHOD, ask
 from waferline.server.features.hover import hover as hover_at
 from waferline.server.features.inline import Suggestion, advance
 from waferline.server.options import SECTION, Options
+from waferline.server.params import field
 from waferline.server.text import PositionError
 
 log = logging.getLogger(__name__)
@@ -155,11 +156,11 @@ def create_server(
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
     async def completion(ls: WaferlineServer, params: types.CompletionParams) -> types.CompletionList:
+        doc, offset = ls.document_at(params.text_document.uri, params.position)  # checked first, whatever follows
         # Clients with inline completion get the suggestion as ghost text; repeating it in the menu would show it twice.
         if ls.client_has_inline or not ls.options.completion_fallback:
             return types.CompletionList(is_incomplete=False, items=[])
         explicit = params.context is not None and params.context.trigger_kind == types.CompletionTriggerKind.Invoked
-        doc, offset = ls.document_at(params.text_document.uri, params.position)
         s = await ls.inline.answer(doc, offset, ls.options, explicit=explicit)
         if s is None:
             return types.CompletionList(is_incomplete=True, items=[])
@@ -190,19 +191,12 @@ def create_server(
 
     @server.feature(DOCUMENT_METHOD)
     def document_state(ls: WaferlineServer, params: Any) -> dict[str, Any]:
-        uri = _field(params, "uri")
+        uri = field(params, "uri")
         if not isinstance(uri, str):
             raise JsonRpcInvalidParams(f"{DOCUMENT_METHOD} expects {{'uri': string, 'includeText'?: bool}}")
-        return ls.document_state(ls.document(uri), include_text=bool(_field(params, "includeText")))
+        return ls.document_state(ls.document(uri), include_text=field(params, "includeText") is True)
 
     return server
-
-
-def _field(params: Any, name: str) -> Any:
-    """A field of a custom request's params (pygls hands them over as a dict or as a namedtuple-like Object)."""
-    if isinstance(params, dict):
-        return params.get(name)
-    return getattr(params, name, None)
 
 
 def _can_pull_configuration(ls: WaferlineServer) -> bool:

@@ -157,6 +157,13 @@ class TextDocument:
         offset = min(offset, self.line_end(line))
         return line, units_len(self.text[start:offset], self.encoding)
 
+    def checkpoint(self) -> tuple[str, list[int], int]:
+        """The state `rollback` returns to: a `didChange` with a change that cannot apply is refused whole."""
+        return self.text, self._line_starts, self.version
+
+    def rollback(self, checkpoint: tuple[str, list[int], int]) -> None:
+        self.text, self._line_starts, self.version = checkpoint
+
     def byte_offset(self, offset: int) -> int:
         """UTF-8 byte offset of a `str` offset (what tree-sitter counts)."""
         return utf8_len(self.text[:offset])

@@ -24,6 +24,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.server.features.hover import word_at
 from waferline.server.model_tasks import ASK_KEY, Budget, chat
+from waferline.server.params import field, position
 from waferline.server.repository.evidence import Evidence, evidence_prompt, gather_evidence, render_evidence_markdown
 from waferline.server.repository.workspace import uri_to_path
 
@@ -43,27 +44,17 @@ _CITE = re.compile(r"\[(\d+)\]")
 _MENTION = re.compile(r"\b([\w./-]+\.[A-Za-z]{1,4}):(\d+)\b")
 
 
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
 def parse_params(params: Any) -> tuple[str, str | None, types.Position | None]:
     """(question, uri, position) from request params or a command's argument; InvalidParams when malformed."""
     if isinstance(params, str):
         params = {"question": params}
-    question = _get(params, "question")
+    question = field(params, "question")
     if not isinstance(question, str) or not question.strip():
         raise JsonRpcInvalidParams(f"{ASK_METHOD} expects {{question: string, textDocument?, position?}}")
-    doc = _get(params, "textDocument")
-    uri = _get(doc, "uri") if doc is not None else None
-    pos = _get(params, "position")
-    position = None
-    if pos is not None:
-        line, character = _get(pos, "line"), _get(pos, "character")
-        if not isinstance(line, int) or not isinstance(character, int):
-            raise JsonRpcInvalidParams(f"{ASK_METHOD}: position must be {{line, character}}")
-        position = types.Position(line=line, character=character)
-    return question.strip()[:MAX_QUESTION_CHARS], uri if isinstance(uri, str) else None, position
+    uri = field(field(params, "textDocument"), "uri")
+    pos = field(params, "position")
+    position_ = position(pos, f"{ASK_METHOD}: the position") if pos is not None else None
+    return question.strip()[:MAX_QUESTION_CHARS], uri if isinstance(uri, str) else None, position_
 
 
 def ground_answer(text: str, evidence: list[Evidence], root: Path) -> str:

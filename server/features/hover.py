@@ -97,7 +97,7 @@ async def file_text(ls: WaferlineServer, index: WorkspaceIndex, path: Path) -> s
     on a helper thread)."""
     for doc in ls.documents.values():
         if uri_to_path(doc.uri) == path:
-            return doc.text.text
+            return doc.readable_text
     return "\n".join(await asyncio.to_thread(index.source_lines, path, 0, 1 << 30))
 
 

@@ -64,7 +64,7 @@ def recent_edits(documents: Iterable[Document], snapshot: DocumentSnapshot) -> l
         and d.edited_at <= settled
     ]  # fmt: skip
     return [
-        RecentEdit(d.uri.rsplit("/", 1)[-1], d.language_id, d.text.text, d.edited_line, d.edited_at)
+        RecentEdit(d.uri.rsplit("/", 1)[-1], d.language_id, d.readable_text, d.edited_line, d.edited_at)
         for d in heapq.nlargest(2 * RECENT_EDIT_DOCS, others, key=lambda d: d.edited_at)
         if d.edited_line is not None
     ]

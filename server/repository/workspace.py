@@ -299,7 +299,7 @@ class Indexing:
             return
         with self._waiting_lock:
             queued = uri in self._waiting
-            self._waiting[uri] = (index, path, doc.text.text)
+            self._waiting[uri] = (index, path, doc.readable_text)
         if queued:  # the index thread has not got to the previous text: it takes this one instead
             self.ls.stats.count_shed("index_coalesced")
         else:

@@ -243,3 +243,77 @@ async def test_an_internal_error_carries_no_traceback() -> None:
         assert info.value.data is None, "the server's traceback (paths, code) must stay in its log"
         open_doc(client, URI, SOURCE)
         await assert_still_serving(client)
+
+
+async def test_a_change_with_a_part_that_cannot_apply_is_refused_whole() -> None:
+    """Found by the fuzzer: the changes before the refused one stayed applied, at the old version."""
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        open_doc(client, URI, SOURCE)
+        good = types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            text="# x\n",
+        )
+        bad = types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=40, character=1), end=types.Position(line=40, character=1)),
+            text="lost",
+        )
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2), content_changes=[good, bad]
+            )
+        )
+        state = await document_state(client, URI)
+        assert state["sha256"] == sha(SOURCE) and state["version"] == 1
+        await assert_still_serving(client)
+
+
+@pytest.mark.parametrize("character", [1.5, "3", True])
+async def test_a_position_that_is_not_an_integer_is_invalid_params(character: Any) -> None:
+    """Found by the fuzzer: 1.5 was read as 1, "3" as 3 and true as 1."""
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        open_doc(client, URI, SOURCE)
+        bad = {
+            "textDocument": {"uri": URI},
+            "position": {"line": 4, "character": character},
+            "context": {"triggerKind": 1},
+        }
+        with pytest.raises(JsonRpcException) as info:
+            await raw_request(client, types.TEXT_DOCUMENT_INLINE_COMPLETION, bad)
+        assert info.value.code == types.ErrorCodes.InvalidParams
+        await assert_still_serving(client)
+
+
+async def test_completion_checks_its_params_before_deferring_to_inline() -> None:
+    """Found by the fuzzer: a client with inline completion got an empty list for a document it never opened."""
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        params = types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri="file:///nowhere.py"),
+            position=types.Position(line=0, character=0),
+        )
+        with pytest.raises(JsonRpcException) as info:
+            await client.text_document_completion_async(params)
+        assert info.value.code == types.ErrorCodes.InvalidParams
+
+
+@pytest.mark.parametrize(
+    "method, params",
+    [
+        ("waferline/ask", {"question": "what?", "textDocument": {"uri": URI}, "position": {"line": -1,
+                                                                                            "character": 0}}),
+        (types.CODE_ACTION_RESOLVE, {"title": "t", "data": {"kind": "repair", "uri": URI, "version": 1, "start": -5,
+                                                             "end": 10**12}}),
+        (types.CODE_ACTION_RESOLVE, {"title": "t", "data": {"kind": "repair", "uri": URI, "version": 1, "start": 9,
+                                                             "end": 2}}),
+        (types.CODE_ACTION_RESOLVE, {"title": "t", "data": {"kind": "repair", "uri": URI, "version": "1", "start": 0,
+                                                             "end": 0}}),
+    ],
+)  # fmt: skip
+async def test_free_form_params_are_checked_like_typed_ones(method: str, params: dict) -> None:
+    """A negative line in waferline/ask was an internal error; offsets outside the document in an action's data
+    reached tree-sitter."""
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        open_doc(client, URI, SOURCE)
+        with pytest.raises(JsonRpcException) as info:
+            await raw_request(client, method, params)
+        assert info.value.code == types.ErrorCodes.InvalidParams, info.value
+        await assert_still_serving(client)

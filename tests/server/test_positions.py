@@ -1,4 +1,5 @@
-"""LSP positions and incremental edits over arbitrary Unicode: TextDocument against a plain reference model."""
+"""LSP positions and incremental edits over arbitrary Unicode: TextDocument against a plain reference model; and
+the layer that reads positions and offsets from a client's params (server/params.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
+from waferline.server import params
+from waferline.server.document import Document
 from waferline.server.text import ENCODINGS, PositionError, TextDocument
 
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -134,3 +139,54 @@ def test_full_replacement_and_unknown_encoding() -> None:
     assert (doc.text, doc.line_count, change.old_end) == ("new\ntext", 2, 3)
     with pytest.raises(ValueError, match="utf-7"):
         TextDocument("", encoding="utf-7")
+
+
+def test_rollback_undoes_the_edits_after_a_checkpoint() -> None:
+    doc = TextDocument("one\ntwo", version=1)
+    before = doc.checkpoint()
+    doc.apply_change(((0, 0), (0, 0)), "zero\n", version=2)
+    doc.rollback(before)
+    assert (doc.text, doc.version, doc.line_count, doc.offset_at(1, 1)) == ("one\ntwo", 1, 2, 5)
+
+
+# -- reading a client's params (server/params.py) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"line": -1, "character": 0}, {"line": 1.5, "character": 0}, {"line": 0}, {"line": True, "character": 0},
+     {"line": 0, "character": "3"}, {"line": 2**31, "character": 0}, None, [0, 0], "0:0"],
+)  # fmt: skip
+def test_a_position_that_is_not_two_unsigned_integers_is_invalid_params(value: object) -> None:
+    with pytest.raises(JsonRpcInvalidParams):
+        params.position(value)
+
+
+@pytest.mark.parametrize("value", [{"line": 1.5, "character": 0}, {"line": "3", "character": 0}, {"line": True}])
+def test_typed_params_read_integers_strictly(value: dict) -> None:
+    """pygls reads typed params with this converter: a non-integer line is refused, not truncated."""
+    with pytest.raises(Exception, match="Position"):
+        params.converter().structure({"character": 0, **value}, types.Position)
+    caps = params.converter().structure({"configuration": True}, types.WorkspaceClientCapabilities)
+    assert caps.configuration is True
+
+
+def test_offsets_from_a_client_must_lie_in_the_document() -> None:
+    doc = Document.open("file:///a.py", "python", "abc")
+    assert params.span(doc, 1, 3) == (1, 3)
+    for start, end in [(-1, 2), (0, 4), (2, 1), ("0", 1), (True, 2), (0, None)]:
+        with pytest.raises(JsonRpcInvalidParams):
+            params.span(doc, start, end)
+    with pytest.raises(JsonRpcInvalidParams, match="past the end"):
+        params.offset(doc, types.Position(line=5, character=0))
+
+
+def test_consumers_read_lone_surrogates_as_replacement_characters() -> None:
+    """The text stays as sent (positions, sha256); the snapshot and the syntax tree get U+FFFD, which has the
+    same length in str offsets, UTF-16 units and UTF-8 bytes."""
+    text = "x = '\ud800'\n"
+    doc = Document.open("file:///a.py", "python", text)
+    assert doc.text.text == text and doc.snapshot().text == "x = '\ufffd'\n"
+    assert doc.syntax.source == "x = '\ufffd'\n".encode() and doc.syntax.root is not None
+    doc.text.apply_change(((0, 6), (0, 6)), "\udc00")
+    assert doc.readable_text == "x = '\ufffd\ufffd'\n" and len(doc.readable_text) == len(doc.text.text)

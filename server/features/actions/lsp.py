@@ -28,6 +28,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.server.features.actions.compute import Outcome, compute, refuse
 from waferline.server.features.actions.targets import REPAIR, REWRITE, Source, Target, find_targets
+from waferline.server.params import field, position, span
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
@@ -54,43 +55,36 @@ class ActionData:
         return {"kind": self.kind, "uri": self.uri, "version": self.version, "start": self.start, "end": self.end}
 
 
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def position_param(value: Any) -> types.Position:
-    """An LSP Position from a client's JSON; InvalidParams unless line and character are unsigned integers."""
-    line, character = _get(value, "line"), _get(value, "character")
-    for name, n in (("line", line), ("character", character)):
-        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < 2**31:
-            raise JsonRpcInvalidParams(f"a position's {name} must be an unsigned integer, got {n!r}")
-    return types.Position(line=line, character=character)
-
-
 def parse_data(ls: WaferlineServer, data: Any, kind: str | None = None) -> ActionData:
-    """An action's data or a command's argument; InvalidParams when it is not one."""
-    text_document = _get(data, "textDocument")
-    if text_document is not None and _get(data, "range") is not None:  # {"textDocument", "range"} from a client
-        doc = ls.document(str(_get(text_document, "uri")))
-        rng = _get(data, "range")
-        start = ls.offset_of(doc, position_param(_get(rng, "start")))
-        end = ls.offset_of(doc, position_param(_get(rng, "end")))
-        data = {"kind": kind, "uri": doc.uri, "version": doc.text.version, "start": start, "end": end,
-                "instruction": _get(data, "instruction")}  # fmt: skip
-    try:
-        parsed = ActionData(
-            str(kind or _get(data, "kind")), str(_get(data, "uri")), int(_get(data, "version")),
-            int(_get(data, "start")), int(_get(data, "end")), _get(data, "instruction"),
-        )  # fmt: skip
-    except (TypeError, ValueError):
-        raise JsonRpcInvalidParams(f"not a waferline code action: {data!r}") from None
-    if parsed.instruction is not None and not isinstance(parsed.instruction, str):
+    """An action's data or a command's argument; InvalidParams when it is not one. Its offsets are checked
+    against the document when the action runs (`run_action`), for the version it names."""
+    text_document = field(data, "textDocument")
+    if text_document is not None or field(data, "range") is not None:  # {"textDocument", "range"} from a client
+        uri = field(text_document, "uri")
+        doc = ls.document(uri) if isinstance(uri, str) else None
+        rng = field(data, "range")
+        if doc is None or rng is None:
+            raise JsonRpcInvalidParams("expected {textDocument: {uri}, range: {start, end}, instruction?}")
+        start = ls.offset_of(doc, position(field(rng, "start"), "the range's start"))
+        end = ls.offset_of(doc, position(field(rng, "end"), "the range's end"))
+        data = {"kind": kind, "uri": doc.uri, "version": doc.text.version, "start": min(start, end),
+                "end": max(start, end), "instruction": field(data, "instruction")}  # fmt: skip
+    kind_, uri_, version = kind or field(data, "kind"), field(data, "uri"), field(data, "version")
+    start_, end_, instruction = field(data, "start"), field(data, "end"), field(data, "instruction")
+    if not (isinstance(kind_, str) and isinstance(uri_, str) and _is_int(version) and _is_int(start_)
+            and _is_int(end_)):  # fmt: skip
+        raise JsonRpcInvalidParams(f"not a waferline code action: {data!r}"[:300])
+    if instruction is not None and not isinstance(instruction, str):
         raise JsonRpcInvalidParams("instruction must be a string")
-    return parsed
+    return ActionData(kind_, uri_, version, start_, end_, instruction)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _source(doc: Document) -> Source:
-    return Source(doc.text.text, doc.language_id, doc.syntax)
+    return Source(doc.readable_text, doc.language_id, doc.syntax)
 
 
 def _supports_resolve(ls: WaferlineServer) -> bool:
@@ -158,8 +152,9 @@ async def run_action(ls: WaferlineServer, data: ActionData) -> tuple[Document, O
     doc = ls.document(data.uri)
     if doc.text.version != data.version:
         return doc, None, "the document changed since the action was offered; ask for code actions again"
+    start, end = span(doc, data.start, data.end)  # the version is the offered one: its offsets must fit
     src = _source(doc)
-    target: Target | None = next((t for t in find_targets(src, data.start, data.end) if t.kind == data.kind), None)
+    target: Target | None = next((t for t in find_targets(src, start, end) if t.kind == data.kind), None)
     if target is None:
         return doc, None, "this action no longer applies here"
     async with progress(ls, target.title) as cancel_button:
