@@ -20,8 +20,7 @@ from pygls.exceptions import FeatureRequestError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from waferline.engine.api import Engine
-from waferline.server import memory
-from waferline.server import params
+from waferline.server import memory, params
 from waferline.server.background import Background
 from waferline.server.document import Document, readable, readable_change
 from waferline.server.features.hover import SummaryCache

@@ -48,16 +48,21 @@ async def read_messages(read: Callable[[], Awaitable[bytes]], protocol: Waferlin
         done, _ = await asyncio.wait({reading}, timeout=timeout)
         if not done:
             judged = True
-            deliver(protocol, parser.idle())
+            await deliver(protocol, parser.idle())
             continue
         data, reading, judged = reading.result(), None, False
-        deliver(protocol, parser.feed(data) if data else parser.close())
+        await deliver(protocol, parser.feed(data) if data else parser.close())
         if not data:
             return
 
 
-def deliver(protocol: WaferlineProtocol, events: list[Event]) -> None:
-    """Hand messages to the protocol; log what was wrong with a frame (one line), answer what can be answered."""
+async def deliver(protocol: WaferlineProtocol, events: list[Event]) -> None:
+    """Hand messages to the protocol; log what was wrong with a frame (one line), answer what can be answered.
+
+    After each message the event loop turns once, so that the task an asynchronous handler was given takes its
+    first step (reads its document) before the next message of the same chunk is handled: a request sent before a
+    `didOpen` or `didChange` is served against the document as it was when the request came (found by the fuzzer).
+    """
     for event in events:
         if isinstance(event, Message):
             if event.problem is not None:
@@ -68,6 +73,7 @@ def deliver(protocol: WaferlineProtocol, events: list[Event]) -> None:
                 raise  # the client is gone: the conversation ends
             except Exception:  # a bug in handling one message must not end the conversation
                 log.exception("internal error handling a message")
+            await asyncio.sleep(0)
         elif isinstance(event, Dropped):
             log.warning("bad frame: %s", event.reason)
         else:

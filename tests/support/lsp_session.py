@@ -111,7 +111,7 @@ def run_session(client: RawClient, session: Session, *, timeout: float = 30.0) -
 # - "reordered-requests": a request answered for its document as a later message of the burst left it (the
 #   transport hands every message of a chunk over before any asynchronous handler starts): such a request may get
 #   either answer, and its ranges are not checked.
-KNOWN_FAILURES: set[str] = {"reordered-requests"}
+KNOWN_FAILURES: set[str] = set()
 
 
 _DOCUMENT_NOTIFICATIONS = ("textDocument/didOpen", "textDocument/didChange", "textDocument/didClose")
