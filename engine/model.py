@@ -8,7 +8,7 @@ configs and tensor names to these.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from waferline.hardware import Device, KVRef, WeightRef
-from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights
+from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, step_many
 
 MODEL_TYPES = ("llama", "qwen2")  # config.json's model_type of the families this decoder runs
 
@@ -244,6 +244,20 @@ class Transformer:
         if last_only:
             x = x[-1:]
         return dev.linear(dev.rms_norm(x, self.norm, eps), self.lm_head)  # (1 or T, vocab)
+
+    def verify(self, tokens: Sequence[int], kv: KVRef, start: int) -> Tensor:
+        """The k-token step of speculative decoding: tokens (T,) at positions start.. -> logits (T, vocab), row i
+        predicting what follows tokens[i]. Through the backend's fused step when it takes T tokens at once (its rows
+        equal T one-token steps exactly), else the per-op calls on all T rows (equal up to the rounding of a T-row
+        product against a one-row one). Advances the cache to start+T; the caller truncates rejected tokens."""
+        many = step_many(self.fused, len(tokens))
+        if many is None:
+            return self.forward(torch.tensor(list(tokens), dtype=torch.long), kv, start, last_only=False)
+        assert start == kv.length, f"verify at position {start}, but the cache holds {kv.length}"
+        assert start + len(tokens) <= kv.max_tokens, f"{start + len(tokens)} tokens exceed the cache's {kv.max_tokens}"
+        logits = many(tokens, kv, start)
+        self.device.kv_advance(kv, start + len(tokens))
+        return logits
 
     def open_cache(self, max_tokens: int | None = None) -> KVRef:
         n = min(max_tokens or self.args.max_seq_len, self.args.max_seq_len)

@@ -26,6 +26,7 @@ enum { D_DIM, D_LAYERS, D_HEADS, D_KV_HEADS, D_HEAD_DIM, D_INTER, D_VOCAB, D_MAX
        D_COUNT };
 enum { W_F32 = 0, W_INT8 = 1 };
 enum { KV_F32 = 0, KV_BF16 = 1 };
+enum { STEP_MAX_TOKENS = 16 }; /* tokens one call of waferline_steps takes (speculative verification) */
 
 /* Global pointers, then per layer PER_LAYER pointers (see fused.py: GLOBAL_PTRS and LAYER_PTRS). */
 /* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
@@ -73,17 +74,26 @@ static inline int32_t dot_u8s8(const uint8_t *restrict xq, const int8_t *restric
     return acc;
 }
 
-/* y[out] = W x (+ b): W float32 transposed (in, out), or int8 (out, in) with per-row scales and sums (see top). */
-static void linear(float *restrict y, const float *restrict x, const void *w, const float *scale, const int32_t *rowsum,
-                   const float *bias, int64_t n_in, int64_t n_out, int64_t fmt, uint8_t *restrict xq) {
+/* y[t] = W x[t] (+ b) for n vectors (rows of x, `xs` floats apart; rows of y `ys` apart), reading W once: W float32
+ * transposed (in, out), or int8 (out, in) with per-row scales and sums (see top). xq: n * n_in bytes, sx: n floats.
+ * Each y[t] is computed with exactly the arithmetic of a one-vector product, in the same order, so n tokens in one
+ * call give the logits of n calls bit for bit. */
+static void linear(float *restrict y, int64_t ys, const float *restrict x, int64_t xs, int64_t n, const void *w,
+                   const float *scale, const int32_t *rowsum, const float *bias, int64_t n_in, int64_t n_out,
+                   int64_t fmt, uint8_t *restrict xq, float *restrict sx) {
     if (fmt == W_INT8) {
         const int8_t *q = (const int8_t *)w;
-        const float sx = quantize_u8(xq, x, n_in);
+        for (int64_t t = 0; t < n; t++) sx[t] = quantize_u8(xq + t * n_in, x + t * xs, n_in);
         for (int64_t o = 0; o < n_out; o++) {
-            const int32_t dot = dot_u8s8(xq, q + o * n_in, n_in) - 128 * rowsum[o];
-            y[o] = (float)dot * sx * scale[o];
+            const int8_t *row = q + o * n_in;
+            const int32_t off = 128 * rowsum[o];
+            const float so = scale[o];
+            for (int64_t t = 0; t < n; t++) {
+                const int32_t dot = dot_u8s8(xq + t * n_in, row, n_in) - off;
+                y[t * ys + o] = (float)dot * sx[t] * so;
+            }
         }
-    } else {
+    } else if (n == 1) {
         const float *wt = (const float *)w;
         memset(y, 0, sizeof(float) * (size_t)n_out);
         for (int64_t i = 0; i < n_in; i++) {
@@ -92,10 +102,28 @@ static void linear(float *restrict y, const float *restrict x, const void *w, co
 #pragma omp simd
             for (int64_t o = 0; o < n_out; o++) y[o] += xi * row[o];
         }
+    } else { /* blocks of outputs, so that n partial rows of y stay in L1 while W streams once */
+        const float *wt = (const float *)w;
+        for (int64_t o0 = 0; o0 < n_out; o0 += 256) {
+            const int64_t nb = n_out - o0 < 256 ? n_out - o0 : 256;
+            for (int64_t t = 0; t < n; t++) memset(y + t * ys + o0, 0, sizeof(float) * (size_t)nb);
+            for (int64_t i = 0; i < n_in; i++) {
+                const float *row = wt + i * n_out + o0;
+                for (int64_t t = 0; t < n; t++) {
+                    const float xi = x[t * xs + i];
+                    float *yt = y + t * ys + o0;
+#pragma omp simd
+                    for (int64_t o = 0; o < nb; o++) yt[o] += xi * row[o];
+                }
+            }
+        }
     }
     if (bias) {
+        for (int64_t t = 0; t < n; t++) {
+            float *yt = y + t * ys;
 #pragma omp simd
-        for (int64_t o = 0; o < n_out; o++) y[o] += bias[o];
+            for (int64_t o = 0; o < n_out; o++) yt[o] += bias[o];
+        }
     }
 }
 
@@ -189,71 +217,98 @@ static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
         ((float *)base)[i] = v;
 }
 
-/* Scratch floats the step needs (fused.py allocates this many). */
+/* Scratch floats the step needs for up to STEP_MAX_TOKENS tokens at once (fused.py allocates this many). */
 int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
-    const int64_t qkv = (h + 2 * kvh) * hd;
-    const int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
+    const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
+    int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
+    if (dim > widest) widest = dim;
     const int64_t group = h / kvh;
-    const int64_t floats = 2 * dim + qkv + h * hd + 2 * dims[D_INTER] + group * dims[D_MAX_TOKENS] + dim + 16 * hd;
-    return floats + (widest + dim) / 4 + 16;
+    const int64_t per_token = 3 * dim + qkv + h * hd + 2 * dims[D_INTER] + 1; /* x, xb, tmp, qkv, att, hb, sx */
+    const int64_t floats = n * per_token + group * dims[D_MAX_TOKENS] + 16 * hd;
+    return floats + (n * widest) / 4 + 16;
 }
 
-/* Run token `token` at position `pos` (the cache holds positions < pos), write K/V at pos, logits (vocab) out.
- * `kv` holds `max_t` positions per layer and head (a session's cache may be shorter than the model's context). */
-int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t, int64_t token,
-                   int64_t pos, float *logits) {
+int64_t waferline_step_max_tokens(void) { return STEP_MAX_TOKENS; }
+
+/* Run tokens[0..n) at positions pos..pos+n-1 (the cache holds positions < pos), write their K/V, and write the
+ * logits of each (n x vocab) to `logits`: token t attends to positions <= pos + t, as n one-token steps would, and
+ * every weight is read once for all n. `kv` holds `max_t` positions per layer and head (a session's cache may be
+ * shorter than the model's context). */
+int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t,
+                    const int64_t *tokens, int64_t n, int64_t pos, float *logits) {
     const int64_t dim = dims[D_DIM], n_layers = dims[D_LAYERS], H = dims[D_HEADS], KVH = dims[D_KV_HEADS];
     const int64_t D = dims[D_HEAD_DIM], inter = dims[D_INTER], vocab = dims[D_VOCAB];
     const int64_t wfmt = dims[D_WFMT], kvfmt = dims[D_KVFMT], embfmt = dims[D_EMBFMT];
     const float eps = *eps_p;
-    if (token < 0 || token >= vocab || pos < 0 || pos >= max_t || max_t > dims[D_MAX_TOKENS]) return 1;
-    const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D;
+    if (n < 1 || n > STEP_MAX_TOKENS || pos < 0 || pos + n > max_t || max_t > dims[D_MAX_TOKENS]) return 1;
+    for (int64_t t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= vocab) return 1;
+    const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D, HD = H * D, I2 = 2 * inter;
     float *x = (float *)ptrs[P_SCRATCH];
-    float *xb = x + dim, *qkv = xb + dim, *att = qkv + qkv_n, *hb = att + H * D, *scores = hb + 2 * inter;
-    float *tmp = scores + G * dims[D_MAX_TOKENS], *row = tmp + dim;
+    float *xb = x + n * dim, *tmp = xb + n * dim, *qkv = tmp + n * dim, *att = qkv + n * qkv_n, *hb = att + n * HD;
+    float *sx = hb + n * I2, *scores = sx + n, *row = scores + G * dims[D_MAX_TOKENS];
     uint8_t *xq = (uint8_t *)(row + 16 * D);
-    const float *cos_row = (const float *)ptrs[P_COS] + pos * half, *sin_row = (const float *)ptrs[P_SIN] + pos * half;
 
-    if (embfmt == KV_BF16) {
-        const uint16_t *row = (const uint16_t *)ptrs[P_EMBED] + token * dim;
-        for (int64_t i = 0; i < dim; i++) x[i] = bf16_to_f32(row[i]);
-    } else {
-        memcpy(x, (const float *)ptrs[P_EMBED] + token * dim, sizeof(float) * (size_t)dim);
+    for (int64_t t = 0; t < n; t++) {
+        if (embfmt == KV_BF16) {
+            const uint16_t *e = (const uint16_t *)ptrs[P_EMBED] + tokens[t] * dim;
+            for (int64_t i = 0; i < dim; i++) x[t * dim + i] = bf16_to_f32(e[i]);
+        } else {
+            memcpy(x + t * dim, (const float *)ptrs[P_EMBED] + tokens[t] * dim, sizeof(float) * (size_t)dim);
+        }
     }
 
     for (int64_t l = 0; l < n_layers; l++) {
         void *const *p = ptrs + GLOBAL_PTRS + l * PER_LAYER;
-        rms_norm(xb, x, (const float *)p[L_ATTN_NORM], dim, eps);
-        linear(qkv, xb, p[L_QKV_W], (const float *)p[L_QKV_S], (const int32_t *)p[L_QKV_R], (const float *)p[L_QKV_B],
-               dim, qkv_n, wfmt, xq);
-        for (int64_t h = 0; h < H + KVH; h++) rotary(qkv + h * D, cos_row, sin_row, half); /* q heads, then k heads */
-        const float *q = qkv, *k = qkv + H * D, *v = qkv + (H + KVH) * D;
+        for (int64_t t = 0; t < n; t++) rms_norm(xb + t * dim, x + t * dim, (const float *)p[L_ATTN_NORM], dim, eps);
+        linear(qkv, qkv_n, xb, dim, n, p[L_QKV_W], (const float *)p[L_QKV_S], (const int32_t *)p[L_QKV_R],
+               (const float *)p[L_QKV_B], dim, qkv_n, wfmt, xq, sx);
         const int64_t layer_base = l * 2 * KVH * max_t * D; /* keys of layer l; values follow after KVH * max_t * D */
-        for (int64_t g = 0; g < KVH; g++) {
-            const int64_t kb = layer_base + g * max_t * D, vb = layer_base + (KVH + g) * max_t * D;
-            for (int64_t i = 0; i < D; i++) {
-                kv_put(kv, kvfmt, kb + pos * D + i, k[g * D + i]);
-                kv_put(kv, kvfmt, vb + pos * D + i, v[g * D + i]);
+        for (int64_t t = 0; t < n; t++) { /* rotate q and k heads, then write k and v at pos + t */
+            float *qt = qkv + t * qkv_n;
+            const float *cos_row = (const float *)ptrs[P_COS] + (pos + t) * half;
+            const float *sin_row = (const float *)ptrs[P_SIN] + (pos + t) * half;
+            for (int64_t h = 0; h < H + KVH; h++) rotary(qt + h * D, cos_row, sin_row, half);
+            const float *k = qt + H * D, *v = qt + (H + KVH) * D;
+            for (int64_t g = 0; g < KVH; g++) {
+                const int64_t kb = layer_base + g * max_t * D, vb = layer_base + (KVH + g) * max_t * D;
+                for (int64_t i = 0; i < D; i++) {
+                    kv_put(kv, kvfmt, kb + (pos + t) * D + i, k[g * D + i]);
+                    kv_put(kv, kvfmt, vb + (pos + t) * D + i, v[g * D + i]);
+                }
             }
         }
-        for (int64_t g = 0; g < KVH; g++) /* the G query heads that share KV head g read its rows once */
-            attend_group(att + g * G * D, q + g * G * D, kv, kvfmt, layer_base + g * max_t * D,
-                         layer_base + (KVH + g) * max_t * D, pos + 1, G, D, scores, row);
-        linear(tmp, att, p[L_O_W], (const float *)p[L_O_S], (const int32_t *)p[L_O_R], NULL, H * D, dim, wfmt, xq);
-        for (int64_t i = 0; i < dim; i++) x[i] += tmp[i];
-        rms_norm(xb, x, (const float *)p[L_MLP_NORM], dim, eps);
-        linear(hb, xb, p[L_GU_W], (const float *)p[L_GU_S], (const int32_t *)p[L_GU_R], NULL, dim, 2 * inter, wfmt, xq);
-        for (int64_t i = 0; i < inter; i++) {
-            const float gt = hb[i];
-            hb[i] = gt / (1.0f + expf(-gt)) * hb[inter + i];
+        for (int64_t t = 0; t < n; t++) /* the G query heads that share KV head g read its rows once */
+            for (int64_t g = 0; g < KVH; g++)
+                attend_group(att + t * HD + g * G * D, qkv + t * qkv_n + g * G * D, kv, kvfmt,
+                             layer_base + g * max_t * D, layer_base + (KVH + g) * max_t * D, pos + t + 1, G, D,
+                             scores, row);
+        linear(tmp, dim, att, HD, n, p[L_O_W], (const float *)p[L_O_S], (const int32_t *)p[L_O_R], NULL, HD, dim,
+               wfmt, xq, sx);
+        for (int64_t i = 0; i < n * dim; i++) x[i] += tmp[i];
+        for (int64_t t = 0; t < n; t++) rms_norm(xb + t * dim, x + t * dim, (const float *)p[L_MLP_NORM], dim, eps);
+        linear(hb, I2, xb, dim, n, p[L_GU_W], (const float *)p[L_GU_S], (const int32_t *)p[L_GU_R], NULL, dim, I2,
+               wfmt, xq, sx);
+        for (int64_t t = 0; t < n; t++) {
+            float *ht = hb + t * I2;
+            for (int64_t i = 0; i < inter; i++) {
+                const float gt = ht[i];
+                ht[i] = gt / (1.0f + expf(-gt)) * ht[inter + i];
+            }
         }
-        linear(tmp, hb, p[L_DOWN_W], (const float *)p[L_DOWN_S], (const int32_t *)p[L_DOWN_R], NULL, inter, dim, wfmt,
-               xq);
-        for (int64_t i = 0; i < dim; i++) x[i] += tmp[i];
+        linear(tmp, dim, hb, I2, n, p[L_DOWN_W], (const float *)p[L_DOWN_S], (const int32_t *)p[L_DOWN_R], NULL, inter,
+               dim, wfmt, xq, sx);
+        for (int64_t i = 0; i < n * dim; i++) x[i] += tmp[i];
     }
-    rms_norm(xb, x, (const float *)ptrs[P_NORM], dim, eps);
-    linear(logits, xb, ptrs[P_HEAD_W], (const float *)ptrs[P_HEAD_S], (const int32_t *)ptrs[P_HEAD_R], NULL, dim, vocab,
-           wfmt, xq);
+    for (int64_t t = 0; t < n; t++) rms_norm(xb + t * dim, x + t * dim, (const float *)ptrs[P_NORM], dim, eps);
+    linear(logits, vocab, xb, dim, n, ptrs[P_HEAD_W], (const float *)ptrs[P_HEAD_S], (const int32_t *)ptrs[P_HEAD_R],
+           NULL, dim, vocab, wfmt, xq, sx);
     return 0;
+}
+
+/* One token: waferline_steps with n = 1. */
+int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t, int64_t token,
+                   int64_t pos, float *logits) {
+    return waferline_steps(dims, eps_p, ptrs, kv, max_t, &token, 1, pos, logits);
 }
