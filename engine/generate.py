@@ -21,6 +21,7 @@ from torch import Tensor
 
 from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session
+from waferline.engine.speculate import Drafter
 
 STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
 DEFAULT_CHUNK = 512  # prefill tokens per forward pass: bounds activation memory, lets cancellation in between
@@ -56,7 +57,7 @@ class GenerationResult:
     prefilled_tokens: int  # prompt tokens computed now: prompt_tokens - reused_tokens
     prefill_s: float
     decode_s: float  # from the end of prefill to the end, sampling and detokenization included
-    decode_steps: int  # one-token forward passes (the first new token comes from prefill's logits)
+    decode_steps: int  # forward passes after prefill: one token each, or a token and its draft (speculation)
     stop_token: int | None = None
     # Natural-log probability of each generated token under the distribution it was drawn from (after healing's
     # mask), and of the stop token that ended generation: the model's own confidence, which the server calibrates.
@@ -65,10 +66,24 @@ class GenerationResult:
     # CPU seconds of this process (time.process_time) in prefill and decode: on a machine other jobs share, CPU time
     # shows what the work costs while wall time also counts waiting for a core
     timings: dict[str, float] = field(default_factory=dict)
+    # Speculative decoding: drafted tokens verified, and of them kept (each kept one is a step saved), per source
+    # (engine/speculate.py SOURCES) as [proposed, accepted].
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    draft_sources: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def new_tokens(self) -> int:
         return len(self.tokens)
+
+    @property
+    def decoded_tokens(self) -> int:
+        """Next-token predictions decode made: one per step, plus one per kept drafted token."""
+        return self.decode_steps + self.accepted_tokens
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.decoded_tokens / self.decode_steps if self.decode_steps else 0.0
 
     @property
     def prefill_tok_s(self) -> float:
@@ -76,11 +91,12 @@ class GenerationResult:
 
     @property
     def decode_tok_s(self) -> float:
-        return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
+        """Effective decode speed: tokens decoded per second (with speculation, more than steps per second)."""
+        return self.decoded_tokens / self.decode_s if self.decode_s > 0 else 0.0
 
     @property
     def ms_per_token(self) -> float:
-        return 1000.0 * self.decode_s / self.decode_steps if self.decode_steps else 0.0
+        return 1000.0 * self.decode_s / self.decoded_tokens if self.decoded_tokens else 0.0
 
 
 def prefill(
@@ -126,6 +142,38 @@ def sample(
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
+def sample_draft(
+    logits: Tensor,
+    draft: int,
+    *,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> int:
+    """Next id from logits (vocab,) when `draft` was proposed for it: distributed exactly as `sample`.
+
+    Greedy: the argmax (the draft holds only if it is the argmax). Sampled, the rule for a draft that put all its
+    mass on one token: keep `draft` with probability p(draft), else draw from p with `draft` removed, renormalised;
+    P(draft) = p(draft) and P(y) = (1 - p(draft)) p(y) / (1 - p(draft)) = p(y) for every other y.
+    """
+    if temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:  # the nucleus `sample` draws from, as a full-vocabulary distribution
+        sorted_p, order = probs.sort(descending=True)
+        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p * keep)
+        probs /= probs.sum()
+    u = float(torch.rand((), generator=generator))
+    if u < float(probs[draft]):
+        return draft
+    residual = probs.clone()
+    residual[draft] = 0.0
+    if float(residual.sum()) <= 0.0:
+        return draft
+    return int(torch.multinomial(residual, 1, generator=generator))
+
+
 def generate(
     session: Session,
     prompt_ids: Sequence[int],
@@ -144,6 +192,7 @@ def generate(
     chunk_size: int = DEFAULT_CHUNK,
     clock: Callable[[], float] = time.perf_counter,
     healing: Healing | None = None,
+    drafter: Drafter | None = None,
 ) -> GenerationResult:
     """Complete `prompt_ids` in `session`, reusing the cached prefix it shares with them.
 
@@ -155,6 +204,11 @@ def generate(
     clock from this call (by `clock`), checked after each new token: the prefill always completes, and the first
     token, which costs only a sample of prefill's logits, is always produced. Raises ValueError for a prompt that
     does not fit the session's context, and for stop strings or a stop rule without a tokenizer.
+
+    With a `drafter` (engine/speculate.py, made over the same prompt), decode is speculative: each step feeds the
+    last token and a draft of the ones after it in one pass (`Session.verify`); the drafted tokens that sampling
+    keeps (`sample_draft`) need no step of their own, and the rest are truncated from the cache. The tokens are
+    those plain decoding writes: the same for greedy decoding, the same distribution when sampling.
     """
     prompt = list(prompt_ids)
     if len(prompt) > session.max_tokens:
@@ -195,18 +249,24 @@ def generate(
         reason = "max_tokens"
         logprobs: list[float] = []
         stop_logprob = None
+        spec = _Speculation(session, drafter)
         while len(tokens) < max_new_tokens:  # here `logits` predict the next token
-            token = sample(logits, temperature=temperature, top_p=top_p, generator=generator)
+            draft = spec.next_draft()
+            if draft is None:
+                token = sample(logits, temperature=temperature, top_p=top_p, generator=generator)
+            else:
+                token = sample_draft(logits, draft, temperature=temperature, top_p=top_p, generator=generator)
+            hit = spec.resolve(token)
             logprob = float(logits[token].float() - torch.logsumexp(logits.float(), dim=-1))
             if token in stops:
                 reason, stop_token, stop_logprob = "stop_token", token, logprob
                 break
             tokens.append(token)
             logprobs.append(logprob)
-            delta, hit = text.push(token)
+            delta, found = text.push(token)
             if on_token is not None:
                 on_token(token, delta)
-            if hit:
+            if found:
                 reason = "stop_string"
                 break
             if stop_rule is not None and stop_rule(text.text):
@@ -220,11 +280,16 @@ def generate(
             if deadline is not None and clock() >= deadline:
                 reason = "time_budget"
                 break
-            if session.length >= session.max_tokens:
+            if spec.held >= session.max_tokens:
                 reason = "context_full"
                 break
-            logits = decode_one_token(session, token)
+            if hit:  # the drafted token was fed with the step before: its logits are already there
+                logits = spec.take()
+                continue
+            room = min(max_new_tokens - len(tokens), session.max_tokens - session.length) - 1
+            logits = spec.step(token, room)
             steps += 1
+        spec.finish()
         if reason != "stop_string":
             text.finish()
     end, end_cpu = clock(), time.process_time()
@@ -242,7 +307,89 @@ def generate(
         token_logprobs=logprobs,
         stop_logprob=stop_logprob,
         timings={"prefill_cpu_s": prefill_end_cpu - start_cpu, "decode_cpu_s": end_cpu - prefill_end_cpu},
+        drafted_tokens=spec.drafted,
+        accepted_tokens=spec.accepted,
+        draft_sources=spec.per_source,
     )
+
+
+class _Speculation:
+    """The drafted tokens of the last step while generation walks through them; without a drafter, plain steps.
+
+    After a step that fed [token, d1..dm], the cache holds the ds too and `pending` their logits rows; a sampled
+    token equal to the next d is a hit (its row is taken, no step), any other ends the draft and the ds left are
+    truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
+    """
+
+    def __init__(self, session: Session, drafter: Drafter | None) -> None:
+        self.session = session
+        self.drafter = drafter
+        self.pending: list[tuple[int, Tensor]] = []  # (drafted id, logits row predicting what follows it)
+        self.source = ""
+        self.proposed = self.kept = 0  # of the current draft
+        self.drafted = self.accepted = 0
+        self.per_source: dict[str, list[int]] = {}
+
+    @property
+    def held(self) -> int:
+        """Cache length plain decoding would have now (drafted tokens not yet taken do not count)."""
+        return self.session.length - len(self.pending)
+
+    def next_draft(self) -> int | None:
+        return self.pending[0][0] if self.pending else None
+
+    def resolve(self, token: int) -> bool:
+        """Whether the sampled `token` is the next drafted one; if not, the rest of the draft is dropped."""
+        if self.drafter is not None:
+            self.drafter.push(token)
+        if not self.pending:
+            return False
+        if token == self.pending[0][0]:
+            return True
+        self._end(rejected=True)
+        return False
+
+    def take(self) -> Tensor:
+        row = self.pending.pop(0)[1]
+        self.kept += 1  # counted when its row is used: then decode_steps + accepted = plain decoding's steps
+        if not self.pending:
+            self._end(rejected=False)
+        return row
+
+    def step(self, token: int, room: int) -> Tensor:
+        """Feed `token` (and a draft of at most `room` tokens after it); logits predicting what follows `token`."""
+        source, draft = ("", []) if self.drafter is None else self.drafter.propose(room)
+        t0 = time.perf_counter()
+        if not draft:
+            logits = decode_one_token(self.session, token)
+            self._observe(1, t0)
+            return logits
+        rows = self.session.verify([token, *draft])
+        self._observe(1 + len(draft), t0)
+        self.pending = list(zip(draft, rows[1:], strict=True))
+        self.source, self.proposed, self.kept = source, len(draft), 0
+        return rows[0]
+
+    def finish(self) -> None:
+        """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""
+        if self.pending:
+            self._end(rejected=False)
+
+    def _observe(self, tokens: int, t0: float) -> None:
+        if self.drafter is not None:
+            self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
+
+    def _end(self, *, rejected: bool) -> None:
+        if self.pending:
+            self.session.truncate(self.session.length - len(self.pending))
+            self.pending = []
+        assert self.drafter is not None
+        self.drafter.policy.record(self.source, self.proposed, self.kept, rejected)
+        self.drafted += self.proposed
+        self.accepted += self.kept
+        counts = self.per_source.setdefault(self.source, [0, 0])
+        counts[0] += self.proposed
+        counts[1] += self.kept
 
 
 class _TextTracker:
