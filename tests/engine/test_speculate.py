@@ -10,12 +10,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from waferline.engine.loader import load
 from waferline.engine.generate import generate, sample, sample_draft
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.kvcache import Session
+from waferline.engine.loader import load
 from waferline.engine.model import ModelArgs, Transformer
-from waferline.engine.speculate import DraftPolicy, Drafter
+from waferline.engine.speculate import Drafter, DraftPolicy
 from waferline.hardware import open_backend
 
 ARGS = ModelArgs(
@@ -67,7 +67,7 @@ repeating = st.lists(st.integers(0, ARGS.vocab_size - 1), min_size=2, max_size=1
 def test_greedy_speculative_equals_plain_token_for_token(
     model: Transformer, prompt: list[int], caller: list[int], n: int, stop: tuple[int, ...]
 ) -> None:
-    plain, spec, session = both(model, prompt, n, caller, stop_token_ids=stop)
+    plain, spec, _ = both(model, prompt, n, caller, stop_token_ids=stop)
     assert spec.tokens == plain.tokens
     assert spec.token_logprobs == plain.token_logprobs  # the fused k-token step's rows equal one-token steps exactly
     assert (spec.stop_reason, spec.stop_token) == (plain.stop_reason, plain.stop_token)
