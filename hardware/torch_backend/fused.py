@@ -36,7 +36,7 @@ from waferline.hardware.torch_backend.kernels import Int8Linear
 log = logging.getLogger("waferline.hardware")
 
 SOURCE = Path(__file__).with_name("fused_step.c")
-CFLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c11", "-shared", "-fPIC")
+CFLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fopenmp-simd", "-std=c11", "-shared", "-fPIC")
 # The order of `dims` and of the pointer table; fused_step.c's enums D_*, P_* and L_* mirror these.
 DIMS = ("dim", "layers", "heads", "kv_heads", "head_dim", "inter", "vocab", "max_tokens", "wfmt", "kvfmt", "embfmt")
 GLOBAL_PTRS = ("embed", "norm", "head_w", "head_s", "head_r", "cos", "sin", "scratch")
