@@ -64,7 +64,8 @@ class LocalEngine:
         # Speculative decoding (engine/speculate.py): drafts from prompt lookup and the request's `draft`, verified
         # several tokens per step; the policy learns per source how often drafts hold and what a k-token step costs
         # here, and drafts only where that pays. Output is the same either way.
-        self.draft_policy = DraftPolicy() if speculate else None
+        # Only where verification is exact (`Transformer.exact_verify`): elsewhere greedy text could part at a near-tie.
+        self.draft_policy = DraftPolicy() if speculate and loaded.model.exact_verify() else None
 
     @classmethod
     def load(
