@@ -117,8 +117,8 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_step.restype = ctypes.c_int
     lib.waferline_step.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_void_p]
     lib.waferline_steps.restype = ctypes.c_int
-    lib.waferline_steps.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_void_p] + [ctypes.c_int64] * 2
-    lib.waferline_steps.argtypes += [ctypes.c_void_p]
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64  # dims, eps, ptrs, kv, max_t, tokens, n, pos, logits
+    lib.waferline_steps.argtypes = [vp, vp, vp, vp, i64, vp, i64, i64, vp]
     lib.waferline_step_max_tokens.restype = ctypes.c_int64
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
