@@ -21,7 +21,7 @@ from torch import Tensor
 
 from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session
-from waferline.engine.speculate import Drafter
+from waferline.engine.speculate import Drafter, Verifier, sample_draft
 
 STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
 DEFAULT_CHUNK = 512  # prefill tokens per forward pass: bounds activation memory, lets cancellation in between
@@ -142,38 +142,6 @@ def sample(
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-def sample_draft(
-    logits: Tensor,
-    draft: int,
-    *,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    generator: torch.Generator | None = None,
-) -> int:
-    """Next id from logits (vocab,) when `draft` was proposed for it: distributed exactly as `sample`.
-
-    Greedy: the argmax (the draft holds only if it is the argmax). Sampled, the rule for a draft that put all its
-    mass on one token: keep `draft` with probability p(draft), else draw from p with `draft` removed, renormalised;
-    P(draft) = p(draft) and P(y) = (1 - p(draft)) p(y) / (1 - p(draft)) = p(y) for every other y.
-    """
-    if temperature <= 0:
-        return int(logits.argmax())
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
-    if top_p < 1.0:  # the nucleus `sample` draws from, as a full-vocabulary distribution
-        sorted_p, order = probs.sort(descending=True)
-        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
-        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p * keep)
-        probs /= probs.sum()
-    u = float(torch.rand((), generator=generator))
-    if u < float(probs[draft]):
-        return draft
-    residual = probs.clone()
-    residual[draft] = 0.0
-    if float(residual.sum()) <= 0.0:
-        return draft
-    return int(torch.multinomial(residual, 1, generator=generator))
-
-
 def generate(
     session: Session,
     prompt_ids: Sequence[int],
@@ -249,7 +217,7 @@ def generate(
         reason = "max_tokens"
         logprobs: list[float] = []
         stop_logprob = None
-        spec = _Speculation(session, drafter)
+        spec = Verifier(session, drafter)
         while len(tokens) < max_new_tokens:  # here `logits` predict the next token
             draft = spec.next_draft()
             if draft is None:
@@ -311,85 +279,6 @@ def generate(
         accepted_tokens=spec.accepted,
         draft_sources=spec.per_source,
     )
-
-
-class _Speculation:
-    """The drafted tokens of the last step while generation walks through them; without a drafter, plain steps.
-
-    After a step that fed [token, d1..dm], the cache holds the ds too and `pending` their logits rows; a sampled
-    token equal to the next d is a hit (its row is taken, no step), any other ends the draft and the ds left are
-    truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
-    """
-
-    def __init__(self, session: Session, drafter: Drafter | None) -> None:
-        self.session = session
-        self.drafter = drafter
-        self.pending: list[tuple[int, Tensor]] = []  # (drafted id, logits row predicting what follows it)
-        self.source = ""
-        self.proposed = self.kept = 0  # of the current draft
-        self.drafted = self.accepted = 0
-        self.per_source: dict[str, list[int]] = {}
-
-    @property
-    def held(self) -> int:
-        """Cache length plain decoding would have now (drafted tokens not yet taken do not count)."""
-        return self.session.length - len(self.pending)
-
-    def next_draft(self) -> int | None:
-        return self.pending[0][0] if self.pending else None
-
-    def resolve(self, token: int) -> bool:
-        """Whether the sampled `token` is the next drafted one; if not, the rest of the draft is dropped."""
-        if self.drafter is not None:
-            self.drafter.push(token)
-        if not self.pending:
-            return False
-        if token == self.pending[0][0]:
-            return True
-        self._end(rejected=True)
-        return False
-
-    def take(self) -> Tensor:
-        row = self.pending.pop(0)[1]
-        self.kept += 1  # counted when its row is used: then decode_steps + accepted = plain decoding's steps
-        if not self.pending:
-            self._end(rejected=False)
-        return row
-
-    def step(self, token: int, room: int) -> Tensor:
-        """Feed `token` (and a draft of at most `room` tokens after it); logits predicting what follows `token`."""
-        source, draft = ("", []) if self.drafter is None else self.drafter.propose(room)
-        t0 = time.perf_counter()
-        if not draft:
-            logits = decode_one_token(self.session, token)
-            self._observe(1, t0)
-            return logits
-        rows = self.session.verify([token, *draft])
-        self._observe(1 + len(draft), t0)
-        self.pending = list(zip(draft, rows[1:], strict=True))
-        self.source, self.proposed, self.kept = source, len(draft), 0
-        return rows[0]
-
-    def finish(self) -> None:
-        """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""
-        if self.pending:
-            self._end(rejected=False)
-
-    def _observe(self, tokens: int, t0: float) -> None:
-        if self.drafter is not None:
-            self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
-
-    def _end(self, *, rejected: bool) -> None:
-        if self.pending:
-            self.session.truncate(self.session.length - len(self.pending))
-            self.pending = []
-        assert self.drafter is not None
-        self.drafter.policy.record(self.source, self.proposed, self.kept, rejected)
-        self.drafted += self.proposed
-        self.accepted += self.kept
-        counts = self.per_source.setdefault(self.source, [0, 0])
-        counts[0] += self.proposed
-        counts[1] += self.kept
 
 
 class _TextTracker:

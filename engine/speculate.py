@@ -4,7 +4,7 @@ Code repeats itself: the rest of a line the user typed before, the text after th
 A draft costs nothing to make from such text, and verifying k drafted tokens costs one step that reads every weight
 once (`Session.verify`); each drafted token the model agrees with is a step saved. Output never changes: greedy
 generation keeps a drafted token only when it is the argmax, sampling keeps it with the model's own probability
-(`generate.sample_draft`).
+(`sample_draft`).
 
 Sources, cheapest first:
 - `caller`: the text the caller expects (EditRequest.draft: the still-valid tail of the previous suggestion, the
@@ -13,16 +13,24 @@ Sources, cheapest first:
   generated text or the caller's draft, and the ids that followed that occurrence proposed (a `bytes.rfind` over the
   ids packed as int32: microseconds for a 4,000-token prompt).
 
-`DraftPolicy` lives as long as the engine: per source it learns how often a drafted token holds, and from the step
-times it measures, what a k-token step costs against a one-token step; it drafts the length that maximises tokens
-per second of step time, and not at all where no length pays (then it still probes now and then, with 2 tokens).
+`Verifier` runs generation's steps with the drafts (engine/generate.py calls it); `sample_draft` is the sampling
+rule for a drafted position. `DraftPolicy` lives as long as the engine: per source it learns how often a drafted
+token holds, and from the step times it measures, what a k-token step costs against a one-token step; it drafts the
+length that maximises tokens per second of step time, and not at all where no length pays (then it still probes now
+and then, with 2 tokens).
 """
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from waferline.engine.kvcache import Session
 
 SOURCES = ("caller", "lookup")
 NGRAMS = (3, 2, 1)  # suffix lengths prompt lookup tries, longest first
@@ -163,3 +171,114 @@ def _rfind_aligned(buf: bytes | bytearray, pattern: bytes, end: int) -> int | No
         if at % 4 == 0:
             return at // 4
         end = at + len(pattern) - 1
+
+
+def sample_draft(
+    logits: Tensor,
+    draft: int,
+    *,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> int:
+    """Next id from logits (vocab,) when `draft` was proposed for it: distributed exactly as `sample`.
+
+    Greedy: the argmax (the draft holds only if it is the argmax). Sampled, the rule for a draft that put all its
+    mass on one token: keep `draft` with probability p(draft), else draw from p with `draft` removed, renormalised;
+    P(draft) = p(draft) and P(y) = (1 - p(draft)) p(y) / (1 - p(draft)) = p(y) for every other y.
+    """
+    if temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:  # the nucleus `sample` draws from, as a full-vocabulary distribution
+        sorted_p, order = probs.sort(descending=True)
+        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p * keep)
+        probs /= probs.sum()
+    u = float(torch.rand((), generator=generator))
+    if u < float(probs[draft]):
+        return draft
+    residual = probs.clone()
+    residual[draft] = 0.0
+    if float(residual.sum()) <= 0.0:
+        return draft
+    return int(torch.multinomial(residual, 1, generator=generator))
+
+
+class Verifier:
+    """The drafted tokens of the last step while generation walks through them; without a drafter, plain steps.
+
+    After a step that fed [token, d1..dm], the cache holds the ds too and `pending` their logits rows; a sampled
+    token equal to the next d is a hit (its row is taken, no step), any other ends the draft and the ds left are
+    truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
+    """
+
+    def __init__(self, session: Session, drafter: Drafter | None) -> None:
+        self.session = session
+        self.drafter = drafter
+        self.pending: list[tuple[int, Tensor]] = []  # (drafted id, logits row predicting what follows it)
+        self.source = ""
+        self.proposed = self.kept = 0  # of the current draft
+        self.drafted = self.accepted = 0
+        self.per_source: dict[str, list[int]] = {}
+
+    @property
+    def held(self) -> int:
+        """Cache length plain decoding would have now (drafted tokens not yet taken do not count)."""
+        return self.session.length - len(self.pending)
+
+    def next_draft(self) -> int | None:
+        return self.pending[0][0] if self.pending else None
+
+    def resolve(self, token: int) -> bool:
+        """Whether the sampled `token` is the next drafted one; if not, the rest of the draft is dropped."""
+        if self.drafter is not None:
+            self.drafter.push(token)
+        if not self.pending:
+            return False
+        if token == self.pending[0][0]:
+            return True
+        self._end(rejected=True)
+        return False
+
+    def take(self) -> Tensor:
+        row = self.pending.pop(0)[1]
+        self.kept += 1  # counted when its row is used: then decode_steps + accepted = plain decoding's steps
+        if not self.pending:
+            self._end(rejected=False)
+        return row
+
+    def step(self, token: int, room: int) -> Tensor:
+        """Feed `token` (and a draft of at most `room` tokens after it); logits predicting what follows `token`."""
+        source, draft = ("", []) if self.drafter is None else self.drafter.propose(room)
+        t0 = time.perf_counter()
+        if not draft:
+            logits = self.session.forward([token])[-1]
+            self._observe(1, t0)
+            return logits
+        rows = self.session.verify([token, *draft])
+        self._observe(1 + len(draft), t0)
+        self.pending = list(zip(draft, rows[1:], strict=True))
+        self.source, self.proposed, self.kept = source, len(draft), 0
+        return rows[0]
+
+    def finish(self) -> None:
+        """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""
+        if self.pending:
+            self._end(rejected=False)
+
+    def _observe(self, tokens: int, t0: float) -> None:
+        if self.drafter is not None:
+            self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
+
+    def _end(self, *, rejected: bool) -> None:
+        if self.pending:
+            self.session.truncate(self.session.length - len(self.pending))
+            self.pending = []
+        assert self.drafter is not None
+        self.drafter.policy.record(self.source, self.proposed, self.kept, rejected)
+        self.drafted += self.proposed
+        self.accepted += self.kept
+        counts = self.per_source.setdefault(self.source, [0, 0])
+        counts[0] += self.proposed
+        counts[1] += self.kept

@@ -10,12 +10,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from waferline.engine.generate import generate, sample, sample_draft
+from waferline.engine.generate import generate, sample
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.kvcache import Session
 from waferline.engine.loader import load
 from waferline.engine.model import ModelArgs, Transformer
-from waferline.engine.speculate import Drafter, DraftPolicy
+from waferline.engine.speculate import Drafter, DraftPolicy, sample_draft
 from waferline.hardware import open_backend
 
 ARGS = ModelArgs(
