@@ -38,6 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stream-mb", type=int, default=STREAM_MB, help=f"bandwidth probe size in MiB (default: {STREAM_MB})"
     )
+    parser.add_argument(
+        "--k-curve", action="store_true", help="time a k-token step against k one-token steps, k = 1..16, and stop"
+    )
+    parser.add_argument(
+        "--speculate",
+        action="store_true",
+        help="decode copy-heavy prompts with and without speculative drafts (same prompts, same run), and stop",
+    )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
@@ -62,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
             f"{margs.max_seq_len} tokens"
         )
+    if args.k_curve or args.speculate:
+        return run_speculation(args, loaded, load_avg)
     g = torch.Generator().manual_seed(1234)
     prompt = torch.randint(0, margs.vocab_size, (args.prompt_tokens,), generator=g).tolist()
 
@@ -112,6 +122,36 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report))
     else:
         print_table(report)
+    return 0
+
+
+def run_speculation(args: argparse.Namespace, loaded: Any, load_avg: float) -> int:
+    """--k-curve and --speculate (benchmarks/speculate.py): one report, a table each or one JSON object."""
+    import torch
+
+    from waferline.benchmarks import speculate
+
+    report: dict[str, Any] = {
+        "model": loaded.name,
+        "dtype": args.dtype,
+        "threads": torch.get_num_threads(),
+        "decode_path": "fused" if getattr(loaded.model, "fused", None) is not None else "per-op",
+        "repeats": args.repeats,
+        "load_avg_1m": load_avg,
+    }
+    title = f"{loaded.name} · {args.dtype} · {report['decode_path']} · {report['threads']} thread(s)"
+    if args.k_curve:
+        report["k_curve"] = speculate.k_curve(loaded.model, repeats=args.repeats)
+    if args.speculate:
+        report["speculate"] = speculate.speculate(loaded, new_tokens=args.new_tokens, repeats=args.repeats)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    if args.k_curve:
+        speculate.print_k_curve(report["k_curve"], f"k-token step · {title}")
+    if args.speculate:
+        speculate.print_speculate(report["speculate"], f"speculative decoding · {title}")
+    print(f"load average (1 min) at the start: {load_avg:.2f}")
     return 0
 
 

@@ -35,6 +35,10 @@ class EditRequest:
     # Whole completions the server found in the document (prompt lookup); the engine may answer with one of them
     # instead of its own text when it finds that one likelier (engine/candidates.py). An engine may ignore them.
     candidates: tuple[str, ...] = ()
+    # Text the completion likely starts with (the still-valid tail of the previous suggestion, the text after the
+    # cursor): a draft the engine verifies several tokens per step (speculative decoding, engine/speculate.py). It
+    # changes how fast the completion comes, never what it is. An engine may ignore it.
+    draft: str = ""
 
 
 @dataclass(kw_only=True)
@@ -66,6 +70,16 @@ class Completion:
     token_logprobs: list[float] = field(default_factory=list)
     stop_logprob: float | None = None
     chosen: str = "model"  # "model": the engine's own text; "candidate": one of the request's candidates
+    # Speculative decoding (engine/speculate.py): forward passes after prefill, drafted tokens verified and kept,
+    # and per draft source [proposed, accepted]. Tokens per step = (decode_steps + accepted_tokens) / decode_steps.
+    decode_steps: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    draft_sources: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def tokens_per_step(self) -> float:
+        return (self.decode_steps + self.accepted_tokens) / self.decode_steps if self.decode_steps else 0.0
 
     @property
     def complete(self) -> bool:

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session
+from waferline.engine.speculate import Drafter, Verifier, sample_draft
 
 STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
 DEFAULT_CHUNK = 512  # prefill tokens per forward pass: bounds activation memory, lets cancellation in between
@@ -56,7 +57,7 @@ class GenerationResult:
     prefilled_tokens: int  # prompt tokens computed now: prompt_tokens - reused_tokens
     prefill_s: float
     decode_s: float  # from the end of prefill to the end, sampling and detokenization included
-    decode_steps: int  # one-token forward passes (the first new token comes from prefill's logits)
+    decode_steps: int  # forward passes after prefill: one token each, or a token and its draft (speculation)
     stop_token: int | None = None
     # Natural-log probability of each generated token under the distribution it was drawn from (after healing's
     # mask), and of the stop token that ended generation: the model's own confidence, which the server calibrates.
@@ -65,10 +66,24 @@ class GenerationResult:
     # CPU seconds of this process (time.process_time) in prefill and decode: on a machine other jobs share, CPU time
     # shows what the work costs while wall time also counts waiting for a core
     timings: dict[str, float] = field(default_factory=dict)
+    # Speculative decoding: drafted tokens verified, and of them kept (each kept one is a step saved), per source
+    # (engine/speculate.py SOURCES) as [proposed, accepted].
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    draft_sources: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def new_tokens(self) -> int:
         return len(self.tokens)
+
+    @property
+    def decoded_tokens(self) -> int:
+        """Next-token predictions decode made: one per step, plus one per kept drafted token."""
+        return self.decode_steps + self.accepted_tokens
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.decoded_tokens / self.decode_steps if self.decode_steps else 0.0
 
     @property
     def prefill_tok_s(self) -> float:
@@ -76,11 +91,12 @@ class GenerationResult:
 
     @property
     def decode_tok_s(self) -> float:
-        return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
+        """Effective decode speed: tokens decoded per second (with speculation, more than steps per second)."""
+        return self.decoded_tokens / self.decode_s if self.decode_s > 0 else 0.0
 
     @property
     def ms_per_token(self) -> float:
-        return 1000.0 * self.decode_s / self.decode_steps if self.decode_steps else 0.0
+        return 1000.0 * self.decode_s / self.decoded_tokens if self.decoded_tokens else 0.0
 
 
 def prefill(
@@ -144,6 +160,7 @@ def generate(
     chunk_size: int = DEFAULT_CHUNK,
     clock: Callable[[], float] = time.perf_counter,
     healing: Healing | None = None,
+    drafter: Drafter | None = None,
 ) -> GenerationResult:
     """Complete `prompt_ids` in `session`, reusing the cached prefix it shares with them.
 
@@ -155,6 +172,11 @@ def generate(
     clock from this call (by `clock`), checked after each new token: the prefill always completes, and the first
     token, which costs only a sample of prefill's logits, is always produced. Raises ValueError for a prompt that
     does not fit the session's context, and for stop strings or a stop rule without a tokenizer.
+
+    With a `drafter` (engine/speculate.py, made over the same prompt), decode is speculative: each step feeds the
+    last token and a draft of the ones after it in one pass (`Session.verify`); the drafted tokens that sampling
+    keeps (`sample_draft`) need no step of their own, and the rest are truncated from the cache. The tokens are
+    those plain decoding writes: the same for greedy decoding, the same distribution when sampling.
     """
     prompt = list(prompt_ids)
     if len(prompt) > session.max_tokens:
@@ -195,18 +217,24 @@ def generate(
         reason = "max_tokens"
         logprobs: list[float] = []
         stop_logprob = None
+        spec = Verifier(session, drafter)
         while len(tokens) < max_new_tokens:  # here `logits` predict the next token
-            token = sample(logits, temperature=temperature, top_p=top_p, generator=generator)
+            draft = spec.next_draft()
+            if draft is None:
+                token = sample(logits, temperature=temperature, top_p=top_p, generator=generator)
+            else:
+                token = sample_draft(logits, draft, temperature=temperature, top_p=top_p, generator=generator)
+            hit = spec.resolve(token)
             logprob = float(logits[token].float() - torch.logsumexp(logits.float(), dim=-1))
             if token in stops:
                 reason, stop_token, stop_logprob = "stop_token", token, logprob
                 break
             tokens.append(token)
             logprobs.append(logprob)
-            delta, hit = text.push(token)
+            delta, found = text.push(token)
             if on_token is not None:
                 on_token(token, delta)
-            if hit:
+            if found:
                 reason = "stop_string"
                 break
             if stop_rule is not None and stop_rule(text.text):
@@ -220,11 +248,16 @@ def generate(
             if deadline is not None and clock() >= deadline:
                 reason = "time_budget"
                 break
-            if session.length >= session.max_tokens:
+            if spec.held >= session.max_tokens:
                 reason = "context_full"
                 break
-            logits = decode_one_token(session, token)
+            if hit:  # the drafted token was fed with the step before: its logits are already there
+                logits = spec.take()
+                continue
+            room = min(max_new_tokens - len(tokens), session.max_tokens - session.length) - 1
+            logits = spec.step(token, room)
             steps += 1
+        spec.finish()
         if reason != "stop_string":
             text.finish()
     end, end_cpu = clock(), time.process_time()
@@ -242,6 +275,9 @@ def generate(
         token_logprobs=logprobs,
         stop_logprob=stop_logprob,
         timings={"prefill_cpu_s": prefill_end_cpu - start_cpu, "decode_cpu_s": end_cpu - prefill_end_cpu},
+        drafted_tokens=spec.drafted,
+        accepted_tokens=spec.accepted,
+        draft_sources=spec.per_source,
     )
 
 

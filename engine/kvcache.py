@@ -6,8 +6,8 @@ difference is prefilled. A `SessionPool` keys sessions by a string (the server u
 bytes their caches hold, and evicts whole sessions, least recently used first.
 
 Invariant: `session.tokens` lists exactly the ids whose keys and values sit in `session.kv`, in order
-(`len(session.tokens) == session.kv.length`); only `Session.forward`, `Session.prepare` and `Session.truncate`
-change either.
+(`len(session.tokens) == session.kv.length`); only `Session.forward`, `Session.verify`, `Session.prepare` and
+`Session.truncate` change either.
 """
 
 from __future__ import annotations
@@ -76,6 +76,16 @@ class Session:
         assert t.dim() == 1 and t.numel() > 0, f"forward takes a non-empty (T,) tensor of ids, got {tuple(t.shape)}"
         logits = self.model.forward(t, self.kv, len(self.tokens), last_only=last_only)
         self.tokens.extend(t.tolist())
+        return logits
+
+    def verify(self, ids: Sequence[int]) -> Tensor:
+        """Run `ids` (a token and the draft after it, appended after the cached tokens) in one step: logits
+        (len(ids), vocab), row i predicting what follows ids[i]. Drafted tokens that turn out wrong are taken back
+        with `truncate`, so the cache again holds exactly the tokens generation kept."""
+        self._check_open()
+        assert len(ids) > 0, "verify takes at least one token"
+        logits = self.model.verify(list(ids), self.kv, len(self.tokens))
+        self.tokens.extend(ids)
         return logits
 
     def truncate(self, length: int) -> None:

@@ -2,7 +2,8 @@
 
 An EditRequest becomes a fill-in-the-middle prompt (suffix-prefix-middle for models trained on it, so a keystroke
 only appends tokens), generated in the document's KV session, which keeps every shared prefix; a ChatRequest becomes
-the model's chat template rendered to tokens (engine/chat.py), generated in a session of its own.
+the model's chat template rendered to tokens (engine/chat.py), generated in a session of its own. Both decode
+speculatively (drafts from prompt lookup and the request's `draft`, verified k tokens per step: engine/speculate.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from waferline.engine.checkpoint import LoadedModel
 from waferline.engine.generate import GenerationResult, generate
 from waferline.engine.healing import Healing, TokenHealer
 from waferline.engine.kvcache import Session, SessionPool
+from waferline.engine.speculate import Drafter, DraftPolicy
 
 FIM_OVERHEAD_TOKENS = 8  # control tokens of a FIM prompt, and a margin
 CONTEXT_SAFETY = 0.85  # code denser than the sample (long identifiers, Unicode) takes more tokens per character
@@ -36,7 +38,14 @@ def chars_per_token(loaded: LoadedModel) -> float:
 class LocalEngine:
     """The model in this process, with one KV session per document under a memory cap. See the module docstring."""
 
-    def __init__(self, loaded: LoadedModel, *, kv_cache_bytes: int = 256 << 20, max_tokens_per_session: int = 4096):
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        *,
+        kv_cache_bytes: int = 256 << 20,
+        max_tokens_per_session: int = 4096,
+        speculate: bool = True,
+    ):
         if loaded.fim is None:
             raise ValueError(
                 f"model {loaded.name} has no fill-in-the-middle tokens; waferline needs a FIM-trained model"
@@ -52,19 +61,32 @@ class LocalEngine:
         self.healer = TokenHealer(loaded.tokenizer) if self.fim.default_order == "spm" else None
         self.chat_template = read_chat_template(Path(loaded.path)) if loaded.path is not None else None
         self._candidate_stops: tuple[int, ...] | None = None  # FIM stops and line breaks, computed on first use
+        # Speculative decoding (engine/speculate.py): drafts from prompt lookup and the request's `draft`, verified
+        # several tokens per step; the policy learns per source how often drafts hold and what a k-token step costs
+        # here, and drafts only where that pays. Output is the same either way.
+        # Only where verification is exact (`Transformer.exact_verify`): elsewhere greedy text could part at a near-tie.
+        self.draft_policy = DraftPolicy() if speculate and loaded.model.exact_verify() else None
 
     @classmethod
     def load(
-        cls, model: str | None, *, backend: str = "cpu", weights: str = "auto", kv_cache_mb: int = 256, threads: int = 0
+        cls,
+        model: str | None,
+        *,
+        backend: str = "cpu",
+        weights: str = "auto",
+        kv_cache_mb: int = 256,
+        threads: int = 0,
+        speculate: bool = True,
     ) -> LocalEngine:
         """Load the model (engine/loader.py: `weights` "auto" is the backend's default format) and warm it up.
         `threads` 0 lets the engine choose (one thread for a small model: on a small machine a second thread mostly
-        waits at barriers for a core busy with the event loop)."""
+        waits at barriers for a core busy with the event loop). `speculate`: speculative decoding (on by default;
+        it never changes the text)."""
         from waferline.engine.loader import load, set_threads
 
         loaded = load(model, backend=backend, weights=weights)
         set_threads(threads or None, loaded.args.n_params)
-        engine = cls(loaded, kv_cache_bytes=kv_cache_mb << 20)
+        engine = cls(loaded, kv_cache_bytes=kv_cache_mb << 20, speculate=speculate)
         engine.warm_up()
         return engine
 
@@ -107,10 +129,13 @@ class LocalEngine:
         session = self.pool.get(request.session_id)
         ids = self.prompt_ids(request, session.max_tokens - request.max_new_tokens)
         healing = self.healer.heal(ids) if self.healer is not None and request.prefix else None
+        prompt = healing.prompt if healing is not None else ids
+        caller = (healing.text if healing is not None else "") + request.draft  # the healed text comes first
         result = generate(
             session,
-            healing.prompt if healing is not None else ids,
+            prompt,
             healing=healing,
+            drafter=self._drafter(prompt, caller if request.draft else ""),
             max_new_tokens=request.max_new_tokens + (healing is not None),  # the first token re-makes the healed one
             temperature=request.temperature,
             stop_token_ids=tuple(self.fim.stop_ids) + tuple(lm.special.stop_ids),
@@ -122,7 +147,6 @@ class LocalEngine:
         )
         completion = _completion(result)
         if request.candidates and result.stop_reason != "cancelled" and not should_cancel():
-            prompt = healing.prompt if healing is not None else ids
             return self._prefer_candidate(session, prompt, healing, request, completion)
         return completion
 
@@ -156,9 +180,16 @@ class LocalEngine:
         result = generate(
             session, ids, max_new_tokens=request.max_new_tokens, temperature=request.temperature,
             stop_token_ids=stops, tokenizer=lm.tokenizer, time_budget_s=request.time_budget_s,
-            should_cancel=should_cancel,
+            should_cancel=should_cancel, drafter=self._drafter(ids, ""),
         )  # fmt: skip
         return _completion(result)
+
+    def _drafter(self, prompt: list[int], caller: str) -> Drafter | None:
+        """Drafts for one request: prompt lookup over `prompt`, and the caller's expected text."""
+        if self.draft_policy is None:
+            return None
+        ids = self.loaded.tokenizer.encode(caller) if caller else []
+        return Drafter(prompt, self.draft_policy, caller=ids)
 
     def drop_session(self, session_id: str) -> None:
         self.pool.drop(session_id)
@@ -177,4 +208,8 @@ def _completion(result: GenerationResult) -> Completion:
         timings=dict(result.timings),
         token_logprobs=list(result.token_logprobs),
         stop_logprob=result.stop_logprob,
+        decode_steps=result.decode_steps,
+        drafted_tokens=result.drafted_tokens,
+        accepted_tokens=result.accepted_tokens,
+        draft_sources={k: list(v) for k, v in result.draft_sources.items()},
     )

@@ -8,7 +8,7 @@ configs and tensor names to these.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from waferline.hardware import Device, KVRef, WeightRef
-from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights
+from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, step_many
 
 MODEL_TYPES = ("llama", "qwen2")  # config.json's model_type of the families this decoder runs
 
@@ -164,6 +164,7 @@ class Transformer:
         self.norm: WeightRef | None = None
         self.lm_head: WeightRef | None = None
         self.fused: FusedStep | None = None  # the device's whole one-token step, when it has one (set by load)
+        self._exact_verify: bool | None = None
         cos, sin = rope_tables(args, args.max_seq_len)
         self.rope_cos = device.place("rope.cos", cos, role="table")
         self.rope_sin = device.place("rope.sin", sin, role="table")
@@ -214,8 +215,12 @@ class Transformer:
             rope_cos=self.rope_cos, rope_sin=self.rope_sin,
         )  # fmt: skip
 
-    def forward(self, tokens: Tensor, kv: KVRef, start: int, *, last_only: bool = True) -> Tensor:
-        """tokens: (T,) at positions start..start+T-1 -> logits (1 or T, vocab). Advances the cache to start+T."""
+    def forward(
+        self, tokens: Tensor, kv: KVRef, start: int, *, last_only: bool = True, one_by_one: bool = False
+    ) -> Tensor:
+        """tokens: (T,) at positions start..start+T-1 -> logits (1 or T, vocab). Advances the cache to start+T.
+        `one_by_one`: attention token by token (the one-token call for each), so that a row's arithmetic is a
+        one-token step's wherever the backend's other ops treat rows independently (`verify`)."""
         args, dev = self.args, self.device
         assert self.embedding is not None and self.norm is not None and self.lm_head is not None, "load() first"
         T = tokens.shape[0]
@@ -235,7 +240,12 @@ class Transformer:
             qkv = dev.linear(h, layer.qkv, layer.qkv_bias).view(T, H + 2 * KVH, D)  # heads: H query, KVH key, KVH value
             qk = dev.rotary(qkv[:, : H + KVH], cos, sin, start)  # (T, H + KVH, D)
             q, k = qk.split_with_sizes((H, KVH), dim=1)  # (T, H, D), (T, KVH, D); a C++ call, unlike split()
-            attn = dev.attend(kv, i, q, k, qkv[:, H + KVH :], start)  # (T, H * D)
+            v = qkv[:, H + KVH :]
+            if one_by_one and T > 1:
+                rows = [dev.attend(kv, i, q[t : t + 1], k[t : t + 1], v[t : t + 1], start + t) for t in range(T)]
+                attn = torch.cat(rows)
+            else:
+                attn = dev.attend(kv, i, q, k, v, start)  # (T, H * D)
             x = dev.add(x, dev.linear(attn, layer.o))
             h = dev.rms_norm(x, layer.mlp_norm, eps)
             gate, up = dev.linear(h, layer.gate_up).chunk(2, dim=-1)  # (T, inter) each
@@ -244,6 +254,37 @@ class Transformer:
         if last_only:
             x = x[-1:]
         return dev.linear(dev.rms_norm(x, self.norm, eps), self.lm_head)  # (1 or T, vocab)
+
+    def verify(self, tokens: Sequence[int], kv: KVRef, start: int) -> Tensor:
+        """The k-token step of speculative decoding: tokens (T,) at positions start.. -> logits (T, vocab), row i
+        predicting what follows tokens[i]. Through the backend's fused step when it takes T tokens at once (its rows
+        equal T one-token steps exactly), else the per-op calls on all T rows with attention token by token: equal
+        to one-token steps where the backend's products treat rows independently (`exact_verify`), else up to the
+        rounding of a T-row product. Advances the cache to start+T; the caller truncates rejected tokens."""
+        many = step_many(self.fused, len(tokens))
+        if many is None:
+            ids = torch.tensor(list(tokens), dtype=torch.long)
+            return self.forward(ids, kv, start, last_only=False, one_by_one=True)
+        assert start == kv.length, f"verify at position {start}, but the cache holds {kv.length}"
+        assert start + len(tokens) <= kv.max_tokens, f"{start + len(tokens)} tokens exceed the cache's {kv.max_tokens}"
+        logits = many(tokens, kv, start)
+        self.device.kv_advance(kv, start + len(tokens))
+        return logits
+
+    def exact_verify(self) -> bool:
+        """Whether `verify`'s rows equal one-token steps bit for bit here: the fused k-token step, or per-op products
+        whose rows do not depend on the other rows (torch's int8 CPU kernel; not float32 GEMM against GEMV, whose
+        sums run in another order). Probed once on the first layer's weights."""
+        if self._exact_verify is None:
+            if step_many(self.fused, 2) is not None:
+                self._exact_verify = True
+            else:
+                dev, w = self.device, self.layers[0].qkv
+                x = torch.randn(4, self.args.dim, generator=torch.Generator().manual_seed(0)).to(dev.dtype)
+                with torch.inference_mode():
+                    rows = torch.cat([dev.linear(x[i : i + 1], w) for i in range(len(x))])
+                    self._exact_verify = bool(torch.equal(dev.linear(x, w), rows))
+        return self._exact_verify
 
     def open_cache(self, max_tokens: int | None = None) -> KVRef:
         n = min(max_tokens or self.args.max_seq_len, self.args.max_seq_len)

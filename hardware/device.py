@@ -7,7 +7,7 @@ A backend may fuse or compile behind these calls; if a call needs more, change t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -103,8 +103,18 @@ class Placement:
 
 
 # step(token, kv, position) -> logits (1, vocab): writes the token's keys and values at `position`; the caller
-# advances the cache (kv_advance), as after the per-op calls.
+# advances the cache (kv_advance), as after the per-op calls. A step may also offer `many(tokens, kv, position) ->
+# logits (T, vocab)` for T <= its `max_tokens` (the k tokens of a speculative draft, every weight read once, each row
+# equal to a one-token step's); the engine looks for it with `step_many` and otherwise makes the per-op calls, which
+# every backend has (`attend` takes T tokens), so a backend need not offer it.
 FusedStep = Callable[[int, "KVRef", int], Tensor]
+StepMany = Callable[[Sequence[int], "KVRef", int], Tensor]
+
+
+def step_many(step: FusedStep | None, n: int) -> StepMany | None:
+    """The fused step's `many` when it takes `n` tokens in one call, else None (use the per-op calls)."""
+    many = getattr(step, "many", None)
+    return many if many is not None and n <= int(getattr(step, "max_tokens", 1)) else None
 
 
 @runtime_checkable

@@ -2,7 +2,8 @@
 
 Decoding a small model one token at a time is dispatch-bound in eager PyTorch (~150 calls of 3-40 µs for a
 4-layer model, against ~0.1 ms of arithmetic), so for small models on the CPU the backend runs the whole step in
-one C call that reads the same placed weights and writes the same KV cache tensor as the per-op path. Prefill (many
+one C call that reads the same placed weights and writes the same KV cache tensor as the per-op path (`many` runs up
+to 16 tokens in one call, to verify a speculative draft). Prefill (many
 tokens at once, compute-bound) stays on the per-op path.
 
 The C file is compiled with the system C compiler (`$CC`, else `cc`/`gcc`) into the user cache directory
@@ -21,6 +22,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from waferline.hardware.torch_backend.kernels import Int8Linear
 log = logging.getLogger("waferline.hardware")
 
 SOURCE = Path(__file__).with_name("fused_step.c")
-CFLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-std=c11", "-shared", "-fPIC")
+CFLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fopenmp-simd", "-std=c11", "-shared", "-fPIC")
 # The order of `dims` and of the pointer table; fused_step.c's enums D_*, P_* and L_* mirror these.
 DIMS = ("dim", "layers", "heads", "kv_heads", "head_dim", "inter", "vocab", "max_tokens", "wfmt", "kvfmt", "embfmt")
 GLOBAL_PTRS = ("embed", "norm", "head_w", "head_s", "head_r", "cos", "sin", "scratch")
@@ -114,6 +116,10 @@ def library() -> ctypes.CDLL | None:
         return None
     lib.waferline_step.restype = ctypes.c_int
     lib.waferline_step.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_void_p]
+    lib.waferline_steps.restype = ctypes.c_int
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64  # dims, eps, ptrs, kv, max_t, tokens, n, pos, logits
+    lib.waferline_steps.argtypes = [vp, vp, vp, vp, i64, vp, i64, i64, vp]
+    lib.waferline_step_max_tokens.restype = ctypes.c_int64
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
     _library = lib
@@ -122,7 +128,9 @@ def library() -> ctypes.CDLL | None:
 
 @dataclass(eq=False)
 class FusedStep:
-    """A compiled one-token step for one placed model: `step(token, kv, pos) -> logits (1, vocab)` float32.
+    """A compiled step for one placed model: `step(token, kv, pos) -> logits (1, vocab)` float32, and
+    `step.many(tokens, kv, pos) -> logits (T, vocab)` for up to `max_tokens` tokens at once (speculative
+    verification), whose rows equal T one-token steps bit for bit while every weight is read once.
 
     Not reentrant: the step works in one scratch buffer per model. The engine touches a model from one thread only
     (the job queue's, engine/jobs.py), as the per-op path also assumes for its KV caches.
@@ -135,12 +143,17 @@ class FusedStep:
     keep: list[Tensor]  # the tensors `ptrs` points into (float32 copies of norms, scales, biases; the scratch)
     kv_dtype: torch.dtype
     vocab: int
+    max_tokens: int = 1  # tokens one call of `many` takes (the C file's STEP_MAX_TOKENS)
 
-    def __call__(self, token: int, kv: KVRef, pos: int) -> Tensor:
+    def _cache(self, kv: KVRef) -> Tensor:
         cache = kv.payload
         assert cache is not None, "this KV cache was closed"
         data: Tensor = cache.data
         assert data.dtype == self.kv_dtype and data.is_contiguous(), "a KV cache made for another model"
+        return data
+
+    def __call__(self, token: int, kv: KVRef, pos: int) -> Tensor:
+        data = self._cache(kv)
         logits = torch.empty(1, self.vocab, dtype=torch.float32)
         max_t = data.shape[3]  # (layers, 2, kv_heads, max_tokens, head_dim)
         rc = self.lib.waferline_step(
@@ -148,6 +161,22 @@ class FusedStep:
         )
         if rc != 0:
             raise ValueError(f"fused step refused token {token} at position {pos} (vocab {self.vocab}, cache {max_t})")
+        return logits
+
+    def many(self, tokens: Sequence[int], kv: KVRef, pos: int) -> Tensor:
+        data = self._cache(kv)
+        ids = torch.tensor(list(tokens), dtype=torch.int64)
+        logits = torch.empty(len(ids), self.vocab, dtype=torch.float32)
+        max_t = data.shape[3]
+        rc = self.lib.waferline_steps(
+            self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, ids.data_ptr(), len(ids),
+            pos, logits.data_ptr(),
+        )  # fmt: skip
+        if rc != 0:
+            raise ValueError(
+                f"fused step refused {len(ids)} tokens at position {pos} (at most {self.max_tokens}, vocab "
+                f"{self.vocab}, cache {max_t})"
+            )
         return logits
 
 
@@ -214,4 +243,7 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     assert len(values) == len(GLOBAL_PTRS) + len(LAYER_PTRS) * plan.n_layers
     ptrs = (ctypes.c_void_p * len(values))(*values)
     eps = torch.tensor([plan.norm_eps], dtype=torch.float32)
-    return FusedStep(lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab)
+    return FusedStep(
+        lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab,
+        max_tokens=int(lib.waferline_step_max_tokens()),
+    )  # fmt: skip

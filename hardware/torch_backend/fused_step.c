@@ -17,8 +17,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#ifdef __AVX512F__
 #include <immintrin.h>
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define WAFERLINE_VNNI 1
 #endif
 
@@ -26,6 +28,7 @@ enum { D_DIM, D_LAYERS, D_HEADS, D_KV_HEADS, D_HEAD_DIM, D_INTER, D_VOCAB, D_MAX
        D_COUNT };
 enum { W_F32 = 0, W_INT8 = 1 };
 enum { KV_F32 = 0, KV_BF16 = 1 };
+enum { STEP_MAX_TOKENS = 16 }; /* tokens one call of waferline_steps takes (speculative verification) */
 
 /* Global pointers, then per layer PER_LAYER pointers (see fused.py: GLOBAL_PTRS and LAYER_PTRS). */
 /* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
@@ -48,11 +51,99 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch
     return (uint16_t)(u >> 16);
 }
 
+/* e^x to about 2 ulp (Cephes' expf polynomial): libm's expf is a scalar call, and softmax and SiLU take one for every
+ * score and every hidden unit (most of a step's non-matmul time). The AVX-512 form below does the same operations
+ * (fused multiply-adds, floor, scaling by 2^n) lane by lane, so both give the same floats. */
+#define EXP_LO (-87.3f)
+#define EXP_HI 88.3f
+#define EXP_POLY(p, r)                    \
+    p = fmaf(p, r, 1.3981999507e-3f);    \
+    p = fmaf(p, r, 8.3334519073e-3f);    \
+    p = fmaf(p, r, 4.1665795894e-2f);    \
+    p = fmaf(p, r, 1.6666665459e-1f);    \
+    p = fmaf(p, r, 5.0000001201e-1f)
+
+static inline float exp_approx(float x) {
+    x = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
+    const float n = floorf(fmaf(x, 1.44269504089f, 0.5f));
+    const float r = fmaf(-n, -2.12194440e-4f, fmaf(-n, 0.693359375f, x));
+    float p = 1.9875691500e-4f;
+    EXP_POLY(p, r);
+    p = fmaf(p, r * r, r) + 1.0f;
+    return ldexpf(p, (int)n);
+}
+
+#ifdef __AVX512F__
+static inline __m512 exp_approx16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
+    const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504089f), _mm512_set1_ps(0.5f)),
+                                          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
+/* The largest of v[0..n) (n >= 1); exact in any order. */
+static float max_of(const float *restrict v, int64_t n) {
+    float mx = v[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t i = 0; i < n; i++) mx = v[i] > mx ? v[i] : mx;
+    return mx;
+}
+
+/* v[i] = e^(v[i] - sub) for i < n; returns their sum. */
+static float exp_shifted(float *restrict v, int64_t n, float sub) {
+    int64_t i = 0;
+    float sum = 0.0f;
+#ifdef __AVX512F__
+    __m512 acc = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_loadu_ps(v + i), _mm512_set1_ps(sub)));
+        _mm512_storeu_ps(v + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    sum = _mm512_reduce_add_ps(acc);
+#endif
+    for (; i < n; i++) {
+        v[i] = exp_approx(v[i] - sub);
+        sum += v[i];
+    }
+    return sum;
+}
+
+/* h[i] = silu(h[i]) * h[n + i] for i < n. */
+static void silu_mul(float *restrict h, int64_t n) {
+    int64_t i = 0;
+#ifdef __AVX512F__
+    for (; i + 16 <= n; i += 16) {
+        const __m512 g = _mm512_loadu_ps(h + i);
+        const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_storeu_ps(h + i, _mm512_mul_ps(silu, _mm512_loadu_ps(h + n + i)));
+    }
+#endif
+    for (; i < n; i++) {
+        const float g = h[i];
+        h[i] = g / (1.0f + exp_approx(-g)) * h[n + i];
+    }
+}
+
 /* x (n floats) -> xq = round(x / s) + 128 as bytes, s = max|x| / 127; returns s (0 for an all-zero x). */
 static float quantize_u8(uint8_t *restrict xq, const float *restrict x, int64_t n) {
     float amax = 0.0f;
 #pragma omp simd reduction(max : amax)
-    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    for (int64_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        amax = a > amax ? a : amax;
+    }
     const float s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) xq[i] = (uint8_t)(lrintf(x[i] * inv) + 128);
@@ -73,17 +164,73 @@ static inline int32_t dot_u8s8(const uint8_t *restrict xq, const int8_t *restric
     return acc;
 }
 
-/* y[out] = W x (+ b): W float32 transposed (in, out), or int8 (out, in) with per-row scales and sums (see top). */
-static void linear(float *restrict y, const float *restrict x, const void *w, const float *scale, const int32_t *rowsum,
-                   const float *bias, int64_t n_in, int64_t n_out, int64_t fmt, uint8_t *restrict xq) {
+#ifdef WAFERLINE_VNNI
+/* Lane r of the result: the sum of a[r]'s 16 lanes (a transpose-and-add tree: ~3 instructions per row where one
+ * horizontal sum takes ~10). */
+static inline __m512i reduce16(const __m512i *a) {
+    __m512i b[8], c[4];
+    for (int i = 0; i < 8; i++)
+        b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]),
+                                _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
+    for (int i = 0; i < 4; i++) /* per 128-bit lane: the lane's partial sums of rows 4i..4i+3 */
+        c[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * i], b[2 * i + 1]),
+                                _mm512_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
+    const __m512i p0 = _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                        _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i p1 = _mm512_add_epi32(_mm512_shuffle_i32x4(c[2], c[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                        _mm512_shuffle_i32x4(c[2], c[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(p0, p1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Rows o..o+15 of an int8 product for n quantised vectors: the 16 rows (a few KB) stay in L1 while each vector
+ * passes; the same integers, and the same float rounding, as dot_u8s8 row by row. */
+static void int8_rows16(float *restrict y, int64_t ys, const uint8_t *restrict xq, int64_t n, const float *sx,
+                        const int8_t *restrict q, const float *scale, const int32_t *rowsum, int64_t o, int64_t n_in) {
+    const __m512i off = _mm512_mullo_epi32(_mm512_loadu_si512(rowsum + o), _mm512_set1_epi32(128));
+    const __m512 so = _mm512_loadu_ps(scale + o);
+    const int8_t *rows = q + o * n_in;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *xt = xq + t * n_in;
+        __m512i acc[16];
+        for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_si512();
+        for (int64_t i = 0; i < n_in; i += 64) {
+            const __mmask64 m = n_in - i >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n_in - i)) - 1);
+            const __m512i xv = _mm512_maskz_loadu_epi8(m, xt + i);
+            for (int r = 0; r < 16; r++)
+                acc[r] = _mm512_dpbusd_epi32(acc[r], xv, _mm512_maskz_loadu_epi8(m, rows + r * n_in + i));
+        }
+        const __m512i dot = _mm512_sub_epi32(reduce16(acc), off);
+        _mm512_storeu_ps(y + t * ys + o,
+                         _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(sx[t])), so));
+    }
+}
+#endif
+
+/* y[t] = W x[t] (+ b) for n vectors (rows of x, `xs` floats apart; rows of y `ys` apart), reading W once: W float32
+ * transposed (in, out), or int8 (out, in) with per-row scales and sums (see top). xq: n * n_in bytes, sx: n floats.
+ * Each y[t] is computed with exactly the arithmetic of a one-vector product, in the same order, so n tokens in one
+ * call give the logits of n calls bit for bit. */
+static void linear(float *restrict y, int64_t ys, const float *restrict x, int64_t xs, int64_t n, const void *w,
+                   const float *scale, const int32_t *rowsum, const float *bias, int64_t n_in, int64_t n_out,
+                   int64_t fmt, uint8_t *restrict xq, float *restrict sx) {
     if (fmt == W_INT8) {
         const int8_t *q = (const int8_t *)w;
-        const float sx = quantize_u8(xq, x, n_in);
-        for (int64_t o = 0; o < n_out; o++) {
-            const int32_t dot = dot_u8s8(xq, q + o * n_in, n_in) - 128 * rowsum[o];
-            y[o] = (float)dot * sx * scale[o];
+        for (int64_t t = 0; t < n; t++) sx[t] = quantize_u8(xq + t * n_in, x + t * xs, n_in);
+        int64_t o0 = 0;
+#ifdef WAFERLINE_VNNI
+        for (; o0 + 16 <= n_out; o0 += 16) int8_rows16(y, ys, xq, n, sx, q, scale, rowsum, o0, n_in);
+#endif
+        for (int64_t o = o0; o < n_out; o++) {
+            const int8_t *row = q + o * n_in;
+            const int32_t off = 128 * rowsum[o];
+            const float so = scale[o];
+            for (int64_t t = 0; t < n; t++) {
+                const int32_t dot = dot_u8s8(xq + t * n_in, row, n_in) - off;
+                y[t * ys + o] = (float)dot * sx[t] * so;
+            }
         }
-    } else {
+    } else if (n == 1) {
         const float *wt = (const float *)w;
         memset(y, 0, sizeof(float) * (size_t)n_out);
         for (int64_t i = 0; i < n_in; i++) {
@@ -92,10 +239,28 @@ static void linear(float *restrict y, const float *restrict x, const void *w, co
 #pragma omp simd
             for (int64_t o = 0; o < n_out; o++) y[o] += xi * row[o];
         }
+    } else { /* blocks of outputs, so that n partial rows of y stay in L1 while W streams once */
+        const float *wt = (const float *)w;
+        for (int64_t o0 = 0; o0 < n_out; o0 += 256) {
+            const int64_t nb = n_out - o0 < 256 ? n_out - o0 : 256;
+            for (int64_t t = 0; t < n; t++) memset(y + t * ys + o0, 0, sizeof(float) * (size_t)nb);
+            for (int64_t i = 0; i < n_in; i++) {
+                const float *row = wt + i * n_out + o0;
+                for (int64_t t = 0; t < n; t++) {
+                    const float xi = x[t * xs + i];
+                    float *yt = y + t * ys + o0;
+#pragma omp simd
+                    for (int64_t o = 0; o < nb; o++) yt[o] += xi * row[o];
+                }
+            }
+        }
     }
     if (bias) {
+        for (int64_t t = 0; t < n; t++) {
+            float *yt = y + t * ys;
 #pragma omp simd
-        for (int64_t o = 0; o < n_out; o++) y[o] += bias[o];
+            for (int64_t o = 0; o < n_out; o++) yt[o] += bias[o];
+        }
     }
 }
 
@@ -126,11 +291,16 @@ static inline const float *kv_row(const void *kv, int64_t fmt, int64_t at, int64
     return out;
 }
 
-/* Attention of G query heads (q: G x D) over L cached positions of one KV head (keys at kb, values at vb), out G x D.
- * scores: G x L floats of scratch; row: 16 x D floats of scratch (a transposed block of keys, or a value row). */
-static void attend_group(float *restrict out, const float *restrict q, const void *kv, int64_t fmt, int64_t kb,
-                         int64_t vb, int64_t L, int64_t G, int64_t D, float *restrict scores, float *restrict row) {
+/* Attention of n tokens' G query heads (token t's q: G x D at q + t * qs, its output at out + t * os) over one KV
+ * head's cached positions (keys at kb, values at vb): token t sees the first L0 + t positions. Each block of keys and
+ * each value row is read (and converted from bfloat16) once for all n tokens, and every query's scores and sums are
+ * the same arithmetic in the same order as for that token alone. scores: n x G x (L0 + n - 1) floats of scratch;
+ * row: 16 x D floats of scratch (a transposed block of keys, or a value row). */
+static void attend_group(float *restrict out, int64_t os, const float *restrict q, int64_t qs, int64_t n, const void *kv,
+                         int64_t fmt, int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *restrict scores,
+                         float *restrict row) {
     const float scale = 1.0f / sqrtf((float)D);
+    const int64_t L = L0 + n - 1; /* positions the last token sees; scores rows are L apart */
     /* q.k for 16 positions at a time: the block of keys is transposed into `row` (D x 16 floats), so that each
      * query's 16 scores come from D vector multiply-adds instead of 16 dot products with horizontal sums. */
     for (int64_t t0 = 0; t0 < L; t0 += 16) {
@@ -147,37 +317,45 @@ static void attend_group(float *restrict out, const float *restrict q, const voi
         }
         for (int64_t tt = nb; tt < 16; tt++)
             for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = 0.0f;
-        for (int64_t j = 0; j < G; j++) {
-            const float *qj = q + j * D;
-            float acc[16] = {0};
-            for (int64_t i = 0; i < D; i++) {
-                const float qi = qj[i];
-                const float *kt = row + i * 16;
+        for (int64_t t = 0; t < n; t++) {
+            const int64_t Lt = L0 + t;
+            if (t0 >= Lt) continue;
+            const int64_t nbt = Lt - t0 < nb ? Lt - t0 : nb;
+            for (int64_t j = 0; j < G; j++) {
+                const float *qj = q + t * qs + j * D;
+                float acc[16] = {0};
+                for (int64_t i = 0; i < D; i++) {
+                    const float qi = qj[i];
+                    const float *kt = row + i * 16;
 #pragma omp simd
-                for (int64_t tt = 0; tt < 16; tt++) acc[tt] += qi * kt[tt];
+                    for (int64_t tt = 0; tt < 16; tt++) acc[tt] += qi * kt[tt];
+                }
+                float *sc = scores + (t * G + j) * L + t0;
+                for (int64_t tt = 0; tt < nbt; tt++) sc[tt] = acc[tt] * scale;
             }
-            for (int64_t tt = 0; tt < nb; tt++) scores[j * L + t0 + tt] = acc[tt] * scale;
         }
     }
-    for (int64_t j = 0; j < G; j++) {
-        float *sc = scores + j * L, mx = -INFINITY, sum = 0.0f;
-        for (int64_t t = 0; t < L; t++) mx = fmaxf(mx, sc[t]);
-        for (int64_t t = 0; t < L; t++) {
-            sc[t] = expf(sc[t] - mx);
-            sum += sc[t];
-        }
-        const float inv = 1.0f / sum;
-#pragma omp simd
-        for (int64_t t = 0; t < L; t++) sc[t] *= inv;
-    }
-    memset(out, 0, sizeof(float) * (size_t)(G * D));
-    for (int64_t t = 0; t < L; t++) {
-        const float *v = kv_row(kv, fmt, vb + t * D, D, row);
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t Lt = L0 + t;
         for (int64_t j = 0; j < G; j++) {
-            const float w = scores[j * L + t];
-            float *oj = out + j * D;
+            float *sc = scores + (t * G + j) * L, mx, sum;
+            mx = max_of(sc, Lt);
+            sum = exp_shifted(sc, Lt, mx);
+            const float inv = 1.0f / sum;
 #pragma omp simd
-            for (int64_t i = 0; i < D; i++) oj[i] += w * v[i];
+            for (int64_t p = 0; p < Lt; p++) sc[p] *= inv;
+        }
+        memset(out + t * os, 0, sizeof(float) * (size_t)(G * D));
+    }
+    for (int64_t p = 0; p < L; p++) {
+        const float *v = kv_row(kv, fmt, vb + p * D, D, row);
+        for (int64_t t = p < L0 ? 0 : p - L0 + 1; t < n; t++) { /* the tokens that see position p */
+            for (int64_t j = 0; j < G; j++) {
+                const float w = scores[(t * G + j) * L + p];
+                float *oj = out + t * os + j * D;
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) oj[i] += w * v[i];
+            }
         }
     }
 }
@@ -189,71 +367,93 @@ static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
         ((float *)base)[i] = v;
 }
 
-/* Scratch floats the step needs (fused.py allocates this many). */
+/* Scratch floats the step needs for up to STEP_MAX_TOKENS tokens at once (fused.py allocates this many). */
 int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
-    const int64_t qkv = (h + 2 * kvh) * hd;
-    const int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
+    const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
+    int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
+    if (dim > widest) widest = dim;
     const int64_t group = h / kvh;
-    const int64_t floats = 2 * dim + qkv + h * hd + 2 * dims[D_INTER] + group * dims[D_MAX_TOKENS] + dim + 16 * hd;
-    return floats + (widest + dim) / 4 + 16;
+    const int64_t per_token = 3 * dim + qkv + h * hd + 2 * dims[D_INTER] + 1; /* x, xb, tmp, qkv, att, hb, sx */
+    const int64_t floats = n * per_token + n * group * dims[D_MAX_TOKENS] + 16 * hd;
+    return floats + (n * widest) / 4 + 16;
 }
 
-/* Run token `token` at position `pos` (the cache holds positions < pos), write K/V at pos, logits (vocab) out.
- * `kv` holds `max_t` positions per layer and head (a session's cache may be shorter than the model's context). */
-int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t, int64_t token,
-                   int64_t pos, float *logits) {
+int64_t waferline_step_max_tokens(void) { return STEP_MAX_TOKENS; }
+
+/* Run tokens[0..n) at positions pos..pos+n-1 (the cache holds positions < pos), write their K/V, and write the
+ * logits of each (n x vocab) to `logits`: token t attends to positions <= pos + t, as n one-token steps would, and
+ * every weight is read once for all n. `kv` holds `max_t` positions per layer and head (a session's cache may be
+ * shorter than the model's context). */
+int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t,
+                    const int64_t *tokens, int64_t n, int64_t pos, float *logits) {
     const int64_t dim = dims[D_DIM], n_layers = dims[D_LAYERS], H = dims[D_HEADS], KVH = dims[D_KV_HEADS];
     const int64_t D = dims[D_HEAD_DIM], inter = dims[D_INTER], vocab = dims[D_VOCAB];
     const int64_t wfmt = dims[D_WFMT], kvfmt = dims[D_KVFMT], embfmt = dims[D_EMBFMT];
     const float eps = *eps_p;
-    if (token < 0 || token >= vocab || pos < 0 || pos >= max_t || max_t > dims[D_MAX_TOKENS]) return 1;
-    const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D;
+    if (n < 1 || n > STEP_MAX_TOKENS || pos < 0 || pos + n > max_t || max_t > dims[D_MAX_TOKENS]) return 1;
+    for (int64_t t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= vocab) return 1;
+    const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D, HD = H * D, I2 = 2 * inter;
     float *x = (float *)ptrs[P_SCRATCH];
-    float *xb = x + dim, *qkv = xb + dim, *att = qkv + qkv_n, *hb = att + H * D, *scores = hb + 2 * inter;
-    float *tmp = scores + G * dims[D_MAX_TOKENS], *row = tmp + dim;
+    float *xb = x + n * dim, *tmp = xb + n * dim, *qkv = tmp + n * dim, *att = qkv + n * qkv_n, *hb = att + n * HD;
+    float *sx = hb + n * I2, *scores = sx + n, *row = scores + n * G * dims[D_MAX_TOKENS];
     uint8_t *xq = (uint8_t *)(row + 16 * D);
-    const float *cos_row = (const float *)ptrs[P_COS] + pos * half, *sin_row = (const float *)ptrs[P_SIN] + pos * half;
 
-    if (embfmt == KV_BF16) {
-        const uint16_t *row = (const uint16_t *)ptrs[P_EMBED] + token * dim;
-        for (int64_t i = 0; i < dim; i++) x[i] = bf16_to_f32(row[i]);
-    } else {
-        memcpy(x, (const float *)ptrs[P_EMBED] + token * dim, sizeof(float) * (size_t)dim);
+    for (int64_t t = 0; t < n; t++) {
+        if (embfmt == KV_BF16) {
+            const uint16_t *e = (const uint16_t *)ptrs[P_EMBED] + tokens[t] * dim;
+            for (int64_t i = 0; i < dim; i++) x[t * dim + i] = bf16_to_f32(e[i]);
+        } else {
+            memcpy(x + t * dim, (const float *)ptrs[P_EMBED] + tokens[t] * dim, sizeof(float) * (size_t)dim);
+        }
     }
 
     for (int64_t l = 0; l < n_layers; l++) {
         void *const *p = ptrs + GLOBAL_PTRS + l * PER_LAYER;
-        rms_norm(xb, x, (const float *)p[L_ATTN_NORM], dim, eps);
-        linear(qkv, xb, p[L_QKV_W], (const float *)p[L_QKV_S], (const int32_t *)p[L_QKV_R], (const float *)p[L_QKV_B],
-               dim, qkv_n, wfmt, xq);
-        for (int64_t h = 0; h < H + KVH; h++) rotary(qkv + h * D, cos_row, sin_row, half); /* q heads, then k heads */
-        const float *q = qkv, *k = qkv + H * D, *v = qkv + (H + KVH) * D;
+        for (int64_t t = 0; t < n; t++) rms_norm(xb + t * dim, x + t * dim, (const float *)p[L_ATTN_NORM], dim, eps);
+        linear(qkv, qkv_n, xb, dim, n, p[L_QKV_W], (const float *)p[L_QKV_S], (const int32_t *)p[L_QKV_R],
+               (const float *)p[L_QKV_B], dim, qkv_n, wfmt, xq, sx);
         const int64_t layer_base = l * 2 * KVH * max_t * D; /* keys of layer l; values follow after KVH * max_t * D */
-        for (int64_t g = 0; g < KVH; g++) {
-            const int64_t kb = layer_base + g * max_t * D, vb = layer_base + (KVH + g) * max_t * D;
-            for (int64_t i = 0; i < D; i++) {
-                kv_put(kv, kvfmt, kb + pos * D + i, k[g * D + i]);
-                kv_put(kv, kvfmt, vb + pos * D + i, v[g * D + i]);
+        for (int64_t t = 0; t < n; t++) { /* rotate q and k heads, then write k and v at pos + t */
+            float *qt = qkv + t * qkv_n;
+            const float *cos_row = (const float *)ptrs[P_COS] + (pos + t) * half;
+            const float *sin_row = (const float *)ptrs[P_SIN] + (pos + t) * half;
+            for (int64_t h = 0; h < H + KVH; h++) rotary(qt + h * D, cos_row, sin_row, half);
+            const float *k = qt + H * D, *v = qt + (H + KVH) * D;
+            for (int64_t g = 0; g < KVH; g++) {
+                const int64_t kb = layer_base + g * max_t * D, vb = layer_base + (KVH + g) * max_t * D;
+                for (int64_t i = 0; i < D; i++) {
+                    kv_put(kv, kvfmt, kb + (pos + t) * D + i, k[g * D + i]);
+                    kv_put(kv, kvfmt, vb + (pos + t) * D + i, v[g * D + i]);
+                }
             }
         }
-        for (int64_t g = 0; g < KVH; g++) /* the G query heads that share KV head g read its rows once */
-            attend_group(att + g * G * D, q + g * G * D, kv, kvfmt, layer_base + g * max_t * D,
+        for (int64_t g = 0; g < KVH; g++) /* the G query heads of n tokens that share KV head g read its rows once */
+            attend_group(att + g * G * D, HD, qkv + g * G * D, qkv_n, n, kv, kvfmt, layer_base + g * max_t * D,
                          layer_base + (KVH + g) * max_t * D, pos + 1, G, D, scores, row);
-        linear(tmp, att, p[L_O_W], (const float *)p[L_O_S], (const int32_t *)p[L_O_R], NULL, H * D, dim, wfmt, xq);
-        for (int64_t i = 0; i < dim; i++) x[i] += tmp[i];
-        rms_norm(xb, x, (const float *)p[L_MLP_NORM], dim, eps);
-        linear(hb, xb, p[L_GU_W], (const float *)p[L_GU_S], (const int32_t *)p[L_GU_R], NULL, dim, 2 * inter, wfmt, xq);
-        for (int64_t i = 0; i < inter; i++) {
-            const float gt = hb[i];
-            hb[i] = gt / (1.0f + expf(-gt)) * hb[inter + i];
+        linear(tmp, dim, att, HD, n, p[L_O_W], (const float *)p[L_O_S], (const int32_t *)p[L_O_R], NULL, HD, dim,
+               wfmt, xq, sx);
+        for (int64_t i = 0; i < n * dim; i++) x[i] += tmp[i];
+        for (int64_t t = 0; t < n; t++) rms_norm(xb + t * dim, x + t * dim, (const float *)p[L_MLP_NORM], dim, eps);
+        linear(hb, I2, xb, dim, n, p[L_GU_W], (const float *)p[L_GU_S], (const int32_t *)p[L_GU_R], NULL, dim, I2,
+               wfmt, xq, sx);
+        for (int64_t t = 0; t < n; t++) {
+            float *ht = hb + t * I2;
+            silu_mul(ht, inter);
         }
-        linear(tmp, hb, p[L_DOWN_W], (const float *)p[L_DOWN_S], (const int32_t *)p[L_DOWN_R], NULL, inter, dim, wfmt,
-               xq);
-        for (int64_t i = 0; i < dim; i++) x[i] += tmp[i];
+        linear(tmp, dim, hb, I2, n, p[L_DOWN_W], (const float *)p[L_DOWN_S], (const int32_t *)p[L_DOWN_R], NULL, inter,
+               dim, wfmt, xq, sx);
+        for (int64_t i = 0; i < n * dim; i++) x[i] += tmp[i];
     }
-    rms_norm(xb, x, (const float *)ptrs[P_NORM], dim, eps);
-    linear(logits, xb, ptrs[P_HEAD_W], (const float *)ptrs[P_HEAD_S], (const int32_t *)ptrs[P_HEAD_R], NULL, dim, vocab,
-           wfmt, xq);
+    for (int64_t t = 0; t < n; t++) rms_norm(xb + t * dim, x + t * dim, (const float *)ptrs[P_NORM], dim, eps);
+    linear(logits, vocab, xb, dim, n, ptrs[P_HEAD_W], (const float *)ptrs[P_HEAD_S], (const int32_t *)ptrs[P_HEAD_R],
+           NULL, dim, vocab, wfmt, xq, sx);
     return 0;
+}
+
+/* One token: waferline_steps with n = 1. */
+int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t, int64_t token,
+                   int64_t pos, float *logits) {
+    return waferline_steps(dims, eps_p, ptrs, kv, max_t, &token, 1, pos, logits);
 }

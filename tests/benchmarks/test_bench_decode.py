@@ -42,3 +42,20 @@ def test_bench_builds_the_same_weights_in_transformers() -> None:
         theirs = hf(ids).logits[0]
         ours = loaded.model.forward(ids[0], loaded.model.open_cache(64), 0, last_only=False)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_bench_k_curve_and_speculate_report_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """--k-curve times k = 1..16; --speculate decodes the copy-heavy prompts both ways (a preset: the caller's draft
+    is the model's own text, so every drafted token holds) and reports tokens per step and drafts per source."""
+    import json
+
+    from waferline.cli.main import main
+
+    argv = ["bench", "--model", "tiny", "--dtype", "int8", "--new-tokens", "6", "--repeats", "1"]
+    assert main([*argv, "--k-curve", "--speculate", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [row["k"] for row in report["k_curve"]] == list(range(1, 17))
+    assert all(row["k_step_ms"] > 0 and row["cost"] > 0 for row in report["k_curve"])
+    spec = report["speculate"]
+    assert spec["draft"].startswith("caller") and len(spec["prompts"]) == 4
+    assert spec["tokens_per_step"] > 1 and spec["sources"]["caller"]["accepted"] > 0

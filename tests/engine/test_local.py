@@ -96,3 +96,25 @@ def test_a_lone_surrogate_in_the_document_still_completes(engine: LocalEngine) -
     assert done.stop_reason in ("max_tokens", "stop_token", "stop_rule") and done.prompt_tokens > 0
     tk = engine.loaded.tokenizer
     assert tk.encode("\ud800") == tk.encode("\ufffd") and tk.encode("\U0001f600") != tk.encode("\ufffd")
+
+
+def test_speculation_changes_speed_not_text_and_reports_drafts() -> None:
+    """The same requests with speculation on and off (the shipped model, int8 as the server runs it): the same
+    text; a request whose `draft` is the text the model writes verifies it in few steps, and says so."""
+    on = LocalEngine.load(None, weights="int8")
+    off = LocalEngine.load(None, weights="int8", speculate=False)
+    assert on.draft_policy is not None and off.draft_policy is None
+    prefix = (
+        "COLORS = {\n    'red': (255, 0, 0),\n    'green': (0, 255, 0),\n    'blue': (0, 0, 255),\n}\n"
+        "SHADES = {\n    'red': (255, 0, 0),\n    'green': ("
+    )
+    request = EditRequest(session_id="a", prefix=prefix, suffix="\n", max_new_tokens=24, time_budget_s=None)
+    plain = off.complete(request, lambda: False)
+    fast = on.complete(request, lambda: False)
+    assert fast.text == plain.text and plain.drafted_tokens == 0
+    assert fast.decode_steps + fast.accepted_tokens == plain.decode_steps
+    told = EditRequest(session_id="b", prefix=prefix, suffix="\n", max_new_tokens=24, time_budget_s=None,
+                       draft=plain.text)  # fmt: skip
+    done = on.complete(told, lambda: False)
+    assert done.text == plain.text
+    assert done.draft_sources["caller"][1] >= 4 and done.tokens_per_step > 1.5

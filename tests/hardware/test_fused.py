@@ -161,3 +161,40 @@ def test_compiled_library_is_cached_by_content(monkeypatch: Any, tmp_path: Path,
 
     monkeypatch.setattr(subprocess, "run", no_compiler)
     assert fused.compile_library(tmp_path) == first
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("weights", ["float", "int8"])
+def test_many_token_step_equals_one_token_steps_bit_for_bit(
+    shape: str, weights: str, compiled: None, monkeypatch: Any
+) -> None:
+    """The k-token step (speculative verification) writes the same logits and cache as k one-token steps, exactly:
+    greedy speculative decoding then cannot part from plain decoding."""
+    dtype = torch.float32 if weights == "float" else torch.bfloat16
+    model = build(shape, dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
+    assert model.fused is not None and model.fused.max_tokens == 16
+    vocab = model.args.vocab_size
+    g = torch.Generator().manual_seed(5)
+    prompt = torch.randint(0, vocab, (7,), generator=g).tolist()
+    for k in (1, 2, 5, 16):
+        tokens = torch.randint(0, vocab, (k,), generator=g).tolist()
+        one, one_cache = decode_logits(model, prompt, tokens)
+        kv = model.open_cache(len(prompt) + k)
+        model.forward(torch.tensor(prompt), kv, 0)
+        many = model.verify(tokens, kv, len(prompt))
+        assert kv.length == len(prompt) + k
+        assert torch.equal(many, one), f"k={k}"
+        assert torch.equal(kv.payload.data.float(), one_cache), f"k={k}"
+
+
+def test_many_token_step_refuses_what_does_not_fit(compiled: None, monkeypatch: Any) -> None:
+    model = build("odd-widths-head-dim", dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch)
+    assert model.fused is not None
+    kv = model.open_cache(20)
+    with pytest.raises(ValueError, match="refused 17 tokens"):
+        model.fused.many([1] * 17, kv, 0)
+    with pytest.raises(ValueError, match="refused 2 tokens"):
+        model.fused.many([1, 70], kv, 0)  # 70 is past the vocabulary
+    with pytest.raises(ValueError, match="refused 4 tokens"):
+        model.fused.many([1, 2, 3, 4], kv, 18)  # past the cache
+    assert len(model.verify(list(range(17)), kv, 0)) == 17  # more than one call takes: the per-op calls

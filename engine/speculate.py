@@ -1,0 +1,284 @@
+"""Drafts for speculative decoding: guesses of the next tokens that one k-token step verifies (engine/generate.py).
+
+Code repeats itself: the rest of a line the user typed before, the text after the cursor, the previous suggestion.
+A draft costs nothing to make from such text, and verifying k drafted tokens costs one step that reads every weight
+once (`Session.verify`); each drafted token the model agrees with is a step saved. Output never changes: greedy
+generation keeps a drafted token only when it is the argmax, sampling keeps it with the model's own probability
+(`sample_draft`).
+
+Sources, cheapest first:
+- `caller`: the text the caller expects (EditRequest.draft: the still-valid tail of the previous suggestion, the
+  text after the cursor), proposed position by position while the generated tokens follow it;
+- `lookup`: prompt lookup: the last n generated-or-prompt ids (n = 3, 2, 1) found earlier in the prompt, the
+  generated text or the caller's draft, and the ids that followed that occurrence proposed (a `bytes.rfind` over the
+  ids packed as int32: microseconds for a 4,000-token prompt).
+
+`Verifier` runs generation's steps with the drafts (engine/generate.py calls it); `sample_draft` is the sampling
+rule for a drafted position. `DraftPolicy` lives as long as the engine: per source it learns how often a drafted
+token holds, and from the step times it measures, what a k-token step costs against a one-token step; it drafts the
+length that maximises tokens per second of step time, and not at all where no length pays (then it still probes now
+and then, with 2 tokens).
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from waferline.engine.kvcache import Session
+
+SOURCES = ("caller", "lookup")
+NGRAMS = (3, 2, 1)  # suffix lengths prompt lookup tries, longest first
+MAX_DRAFT = 15  # drafted tokens per step: with the token before them, the fused step's 16
+PROBE_EVERY = 8  # where drafting does not pay, still draft (2 tokens) every this many steps, to notice a change
+PRIOR_ACCEPT = {"caller": 0.8, "lookup": 0.5}  # per-token acceptance assumed before a source has been seen
+MIN_GAIN = 1.05  # draft only where the expected tokens per unit of step time beat plain steps by this much
+PRIOR_SLOPE = 0.25  # extra cost of each further token in a step, in one-token steps, before any is measured
+
+
+@dataclass
+class SourceStats:
+    prior: float = 0.5  # acceptance assumed before any is seen
+    proposed: int = 0  # drafted tokens verified
+    accepted: int = 0  # of them, kept
+    rejections: int = 0  # verifications that ended on a wrong drafted token
+
+    @property
+    def acceptance(self) -> float:
+        """Chance that the next drafted token holds, given the previous did (smoothed towards the prior)."""
+        return (self.accepted + 2 * self.prior) / (self.accepted + self.rejections + 2)
+
+
+@dataclass
+class DraftPolicy:
+    """How long a draft to verify, per source, learnt online; shared by every request of an engine."""
+
+    max_draft: int = MAX_DRAFT
+    stats: dict[str, SourceStats] = field(default_factory=lambda: {s: SourceStats(PRIOR_ACCEPT[s]) for s in SOURCES})
+    step_s: dict[int, float] = field(default_factory=dict)  # tokens in a step -> seconds (moving average)
+    _skipped: int = 0
+
+    def observe_step(self, tokens: int, seconds: float) -> None:
+        old = self.step_s.get(tokens)
+        self.step_s[tokens] = seconds if old is None else 0.8 * old + 0.2 * seconds
+
+    def cost(self, tokens: int) -> float:
+        """A step of `tokens` tokens in one-token steps: measured where it was, else interpolated or the prior."""
+        one = self.step_s.get(1)
+        if tokens <= 1 or one is None:
+            return 1.0 + PRIOR_SLOPE * (tokens - 1)
+        known = sorted(t for t in self.step_s if t > 1)
+        below = max((t for t in known if t <= tokens), default=1)
+        above = min((t for t in known if t >= tokens), default=None)
+        lo = self.step_s[below] / one
+        if above is None:  # extrapolate with the slope seen so far
+            slope = (lo - 1.0) / (below - 1) if below > 1 else PRIOR_SLOPE
+            return lo + max(slope, 0.0) * (tokens - below)
+        hi = self.step_s[above] / one
+        return lo if above == below else lo + (hi - lo) * (tokens - below) / (above - below)
+
+    def length(self, source: str, available: int) -> int:
+        """Tokens of `available` to draft from `source` now (0: step one token)."""
+        limit = min(available, self.max_draft)
+        if limit <= 0:
+            return 0
+        a = min(self.stats[source].acceptance, 0.999)
+        best_k, best = 0, 1.0  # no draft: one token per one-token step
+        expected = 1.0  # tokens a step yields with k drafted: 1 + a + ... + a^k
+        for k in range(1, limit + 1):
+            expected += a**k
+            rate = expected / self.cost(k + 1)
+            if rate > best:
+                best_k, best = k, rate
+        if best < MIN_GAIN:
+            best_k = 0
+            self._skipped += 1
+            if self._skipped % PROBE_EVERY == 0:
+                return min(2, limit)
+        return best_k
+
+    def record(self, source: str, proposed: int, accepted: int, rejected: bool) -> None:
+        s = self.stats[source]
+        s.proposed += proposed
+        s.accepted += accepted
+        s.rejections += int(rejected)
+
+
+class Drafter:
+    """One request's drafts: prompt lookup over its context, and the caller's expected text."""
+
+    def __init__(self, context: Sequence[int], policy: DraftPolicy, *, caller: Sequence[int] = ()) -> None:
+        self.policy = policy
+        self.caller = list(caller)
+        self._caller_buf = array("i", self.caller).tobytes()
+        self._buf = bytearray(array("i", context).tobytes())  # prompt ids, then each generated id, as int32
+        self._generated: list[int] = []
+        self._follows_caller = bool(self.caller)  # the generated ids so far are a prefix of the caller's draft
+
+    def push(self, token: int) -> None:
+        """A token generation kept (sampled): the context grows by it."""
+        n = len(self._generated)
+        if self._follows_caller and (n >= len(self.caller) or self.caller[n] != token):
+            self._follows_caller = False
+        self._generated.append(token)
+        self._buf += array("i", (token,)).tobytes()
+
+    def propose(self, room: int) -> tuple[str, list[int]]:
+        """(source, up to `room` ids likely to follow the context); ("", []) when no source offers any or the
+        policy says drafting does not pay."""
+        if room <= 0:
+            return "", []
+        if self._follows_caller:
+            rest = self.caller[len(self._generated) :]
+            k = self.policy.length("caller", min(room, len(rest)))
+            if k:
+                return "caller", rest[:k]
+        found = self._lookup(room)
+        if not found:
+            return "", []
+        k = self.policy.length("lookup", len(found))
+        return ("lookup", found[:k]) if k else ("", [])
+
+    def _lookup(self, room: int) -> list[int]:
+        """The ids after the latest earlier occurrence of the context's last n ids (longest n first), searched in
+        the caller's draft, then in the context itself."""
+        buf, total = self._buf, len(self._buf) // 4
+        for n in NGRAMS:
+            if total <= n:
+                continue
+            pattern = bytes(buf[-4 * n :])
+            hit = _rfind_aligned(self._caller_buf, pattern, len(self._caller_buf))
+            if hit is not None and hit + n < len(self.caller):
+                return self.caller[hit + n : hit + n + room]
+            hit = _rfind_aligned(buf, pattern, 4 * (total - 1))  # an occurrence ending before the last id
+            if hit is not None:
+                end = min(hit + n + room, total)
+                return array("i", bytes(buf[4 * (hit + n) : 4 * end])).tolist()
+        return []
+
+
+def _rfind_aligned(buf: bytes | bytearray, pattern: bytes, end: int) -> int | None:
+    """The id index of the last occurrence of `pattern` (int32 ids) in buf[:end] on an id boundary, or None."""
+    while True:
+        at = buf.rfind(pattern, 0, end)
+        if at < 0:
+            return None
+        if at % 4 == 0:
+            return at // 4
+        end = at + len(pattern) - 1
+
+
+def sample_draft(
+    logits: Tensor,
+    draft: int,
+    *,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> int:
+    """Next id from logits (vocab,) when `draft` was proposed for it: distributed exactly as `sample`.
+
+    Greedy: the argmax (the draft holds only if it is the argmax). Sampled, the rule for a draft that put all its
+    mass on one token: keep `draft` with probability p(draft), else draw from p with `draft` removed, renormalised;
+    P(draft) = p(draft) and P(y) = (1 - p(draft)) p(y) / (1 - p(draft)) = p(y) for every other y.
+    """
+    if temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:  # the nucleus `sample` draws from, as a full-vocabulary distribution
+        sorted_p, order = probs.sort(descending=True)
+        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p * keep)
+        probs /= probs.sum()
+    u = float(torch.rand((), generator=generator))
+    if u < float(probs[draft]):
+        return draft
+    residual = probs.clone()
+    residual[draft] = 0.0
+    if float(residual.sum()) <= 0.0:
+        return draft
+    return int(torch.multinomial(residual, 1, generator=generator))
+
+
+class Verifier:
+    """The drafted tokens of the last step while generation walks through them; without a drafter, plain steps.
+
+    After a step that fed [token, d1..dm], the cache holds the ds too and `pending` their logits rows; a sampled
+    token equal to the next d is a hit (its row is taken, no step), any other ends the draft and the ds left are
+    truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
+    """
+
+    def __init__(self, session: Session, drafter: Drafter | None) -> None:
+        self.session = session
+        self.drafter = drafter
+        self.pending: list[tuple[int, Tensor]] = []  # (drafted id, logits row predicting what follows it)
+        self.source = ""
+        self.proposed = self.kept = 0  # of the current draft
+        self.drafted = self.accepted = 0
+        self.per_source: dict[str, list[int]] = {}
+
+    @property
+    def held(self) -> int:
+        """Cache length plain decoding would have now (drafted tokens not yet taken do not count)."""
+        return self.session.length - len(self.pending)
+
+    def next_draft(self) -> int | None:
+        return self.pending[0][0] if self.pending else None
+
+    def resolve(self, token: int) -> bool:
+        """Whether the sampled `token` is the next drafted one; if not, the rest of the draft is dropped."""
+        if self.drafter is not None:
+            self.drafter.push(token)
+        if not self.pending:
+            return False
+        if token == self.pending[0][0]:
+            return True
+        self._end(rejected=True)
+        return False
+
+    def take(self) -> Tensor:
+        row = self.pending.pop(0)[1]
+        self.kept += 1  # counted when its row is used: then decode_steps + accepted = plain decoding's steps
+        if not self.pending:
+            self._end(rejected=False)
+        return row
+
+    def step(self, token: int, room: int) -> Tensor:
+        """Feed `token` (and a draft of at most `room` tokens after it); logits predicting what follows `token`."""
+        source, draft = ("", []) if self.drafter is None else self.drafter.propose(room)
+        t0 = time.perf_counter()
+        if not draft:
+            logits = self.session.forward([token])[-1]
+            self._observe(1, t0)
+            return logits
+        rows = self.session.verify([token, *draft])
+        self._observe(1 + len(draft), t0)
+        self.pending = list(zip(draft, rows[1:], strict=True))
+        self.source, self.proposed, self.kept = source, len(draft), 0
+        return rows[0]
+
+    def finish(self) -> None:
+        """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""
+        if self.pending:
+            self._end(rejected=False)
+
+    def _observe(self, tokens: int, t0: float) -> None:
+        if self.drafter is not None:
+            self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
+
+    def _end(self, *, rejected: bool) -> None:
+        if self.pending:
+            self.session.truncate(self.session.length - len(self.pending))
+            self.pending = []
+        assert self.drafter is not None
+        self.drafter.policy.record(self.source, self.proposed, self.kept, rejected)
+        self.drafted += self.proposed
+        self.accepted += self.kept
+        counts = self.per_source.setdefault(self.source, [0, 0])
+        counts[0] += self.proposed
+        counts[1] += self.kept
