@@ -82,6 +82,7 @@ class WaferlineServer(LanguageServer):
                 "engine_dialect",
                 "engine_model",
                 "engine_fim_template",
+                "speculate",
             )
         )
         if new != self.options:

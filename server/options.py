@@ -142,6 +142,12 @@ class Options:
         minimum=0,
         maximum=256,
     )
+    speculate: bool = option(
+        True,
+        ENGINE,
+        "Speculative decoding in the local engine: drafts from prompt lookup verified several tokens per model step, "
+        "the same tokens as without it (greedy), used only where the backend verifies exactly (docs/engine.md).",
+    )
     kv_cache_mb: int = option(
         256,
         ENGINE,

@@ -42,6 +42,10 @@ class Stats:
     copied: int = 0  # suggestions the engine took from the server's prompt-lookup candidates
     errors: int = 0  # requests answered with an error (bad input)
     generations: int = 0  # model runs that finished (not superseded)
+    # Speculative decoding (engine/speculate.py): model steps taken, draft tokens proposed and accepted by them.
+    decode_steps: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
     # Load shedding (server/shedding.py): work made free by a newer change or request for the same document.
     budget_shared: int = 0  # requests given a share of their time budget because others waited behind them
     shed_before_plan: int = 0  # requests stale when their turn came: answered empty before any parse or plan
@@ -80,10 +84,14 @@ class Stats:
                     del values[: len(values) - MAX_LATENCIES]
 
     def add_generation(
-        self, *, prompt_tokens: int, prefilled_tokens: int, new_tokens: int, prefill_s: float, decode_s: float
-    ) -> None:
+        self, *, prompt_tokens: int, prefilled_tokens: int, new_tokens: int, prefill_s: float, decode_s: float,
+        decode_steps: int = 0, drafted_tokens: int = 0, accepted_tokens: int = 0,
+    ) -> None:  # fmt: skip
         with self._lock:
             self.generations += 1
+            self.decode_steps += decode_steps
+            self.drafted_tokens += drafted_tokens
+            self.accepted_tokens += accepted_tokens
             self.prompt_tokens_total += prompt_tokens
             self.prefilled_tokens_total += prefilled_tokens
             self.new_tokens_total += new_tokens
@@ -99,7 +107,8 @@ class Stats:
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
                     "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
-                    "prefilled_tokens_total", "new_tokens_total", "budget_shared", "shed_before_plan",
+                    "prefilled_tokens_total", "new_tokens_total", "decode_steps", "drafted_tokens", "accepted_tokens",
+                    "budget_shared", "shed_before_plan",
                     "shed_before_engine", "context_skipped", "precompute_yielded", "index_updates", "index_coalesced",
                 )
             }  # fmt: skip
@@ -109,6 +118,8 @@ class Stats:
         reused = out["prompt_tokens_total"] - out["prefilled_tokens_total"]
         out["kv_reuse"] = round(reused / out["prompt_tokens_total"], 4) if out["prompt_tokens_total"] else None
         out["decode_tok_s"] = round(new_tokens / decode_s, 1) if decode_s > 0 else None
+        steps = out["decode_steps"]
+        out["tokens_per_step"] = round((steps + out["accepted_tokens"]) / steps, 3) if steps else None
         for q in (50, 95, 99):
             p = percentile(lat, q)
             out[f"latency_ms_p{q}"] = round(p, 2) if p is not None else None

@@ -138,6 +138,9 @@ class Worker:
                 new_tokens=done.new_tokens,
                 prefill_s=done.prefill_s,
                 decode_s=done.decode_s,
+                decode_steps=done.decode_steps,
+                drafted_tokens=done.drafted_tokens,
+                accepted_tokens=done.accepted_tokens,
             )
         return completion
 
@@ -206,4 +209,5 @@ def build_engine(options: Options) -> Engine:
         weights=options.dtype,
         kv_cache_mb=options.kv_cache_mb,
         threads=options.threads,
+        speculate=options.speculate,
     )
