@@ -315,6 +315,7 @@ def summarize(session: Any) -> dict[str, Any]:
         "kv_reuse": round(1 - prefilled / prompt, 4) if prompt else None,
         "new_tokens_total": st.get("new_tokens_total"),
         "decode_tok_s": st.get("decode_tok_s"),
+        "tokens_per_step": st.get("tokens_per_step"),  # speculative decoding: (steps + accepted drafts) / steps
         "wall_s": round(session.wall_s, 2),
         "phase_ms_p50": st.get("phase_ms_p50"),  # in the server, per model answer: where the milliseconds go
     }
