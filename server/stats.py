@@ -47,7 +47,6 @@ class Stats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     # Load shedding (server/shedding.py): work made free by a newer change or request for the same document.
-    budget_shared: int = 0  # requests given a share of their time budget because others waited behind them
     shed_before_plan: int = 0  # requests stale when their turn came: answered empty before any parse or plan
     shed_before_engine: int = 0  # requests stale after planning or the repository lookup: never queued for the engine
     context_skipped: int = 0  # repository lookups skipped because their request was stale when a thread was free
@@ -108,8 +107,8 @@ class Stats:
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
                     "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
                     "prefilled_tokens_total", "new_tokens_total", "decode_steps", "drafted_tokens", "accepted_tokens",
-                    "budget_shared", "shed_before_plan",
-                    "shed_before_engine", "context_skipped", "precompute_yielded", "index_updates", "index_coalesced",
+                    "shed_before_plan", "shed_before_engine", "context_skipped", "precompute_yielded", "index_updates",
+                    "index_coalesced",
                 )
             }  # fmt: skip
             decode_s = self.decode_s_total

@@ -10,7 +10,6 @@ generation too. Every call returns: a Completion, or None when superseded or can
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -21,8 +20,6 @@ from waferline.server.options import Options
 from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
-
-MIN_SHARE_S = 0.015  # the least time budget a request gets when sharing it with a backlog (_share_budget)
 
 Prepare = Callable[[EditRequest], EditRequest]  # finishes a request on the engine thread, when its job starts
 
@@ -111,11 +108,11 @@ class Worker:
                 raise ChatUnsupported(f"no engine is loaded ({self.load_error or 'not yet'})")
             return Completion(text="", stop_reason="unavailable")  # the model failed to load: the user was told why
         call: Callable[[ShouldCancel], Completion] = functools.partial(getattr(engine, method), request)
-        if isinstance(request, EditRequest) and not idle:
+        if prepare is not None and isinstance(request, EditRequest):
             run = getattr(engine, method)
 
             def call(cancel: ShouldCancel, request: EditRequest = request) -> Completion:
-                return run(self._share_budget(prepare(request) if prepare is not None else request), cancel)
+                return run(prepare(request), cancel)
 
         job = self._jobs.submit(key, call, idle=idle)
         try:
@@ -143,17 +140,6 @@ class Worker:
                 accepted_tokens=done.accepted_tokens,
             )
         return completion
-
-    def _share_budget(self, request: EditRequest) -> EditRequest:
-        """On the engine thread, as the job starts: when other documents' requests wait behind this one, it gets a
-        share of its time budget (never under MIN_SHARE_S), so that a backlog of N drains in about one budget instead
-        of N; under overload suggestions get shorter rather than later."""
-        waiting = self._jobs.pending() - 1  # the running job (this one) counts itself
-        budget = request.time_budget_s
-        if waiting <= 0 or budget is None:
-            return request
-        self.stats.budget_shared += 1
-        return dataclasses.replace(request, time_budget_s=max(MIN_SHARE_S, budget / (1 + waiting)))
 
     # -- what the engine is --------------------------------------------------------------------------------------
     def context_chars(self, max_new_tokens: int) -> int | None:
