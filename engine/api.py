@@ -91,6 +91,7 @@ class Completion:
 class EngineInfo:
     description: str  # one line for the editor's log and `waferline/stats`: model, weights, where it runs
     can_chat: bool  # follows instructions (the model has a chat template): ask and rewrite need it
+    warning: str | None = None  # something the user should be told once (a remote engine down, the local one answers)
 
 
 class ChatUnsupported(ValueError):

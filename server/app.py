@@ -82,6 +82,7 @@ class WaferlineServer(LanguageServer):
                 "engine_dialect",
                 "engine_model",
                 "engine_fim_template",
+                "engine_fallback",
                 "speculate",
             )
         )
@@ -120,6 +121,8 @@ class WaferlineServer(LanguageServer):
             self.report(f"could not load the model ({e}); completions are off until the model setting is fixed")
             return
         self.news(f"engine ready: {description}")
+        if (warning := self.worker.warning()) is not None:
+            self.report(warning)
 
     # -- documents -----------------------------------------------------------------------------------------------
     @property

@@ -76,6 +76,14 @@ class Options:
         "See docs/remote.md.",
         machine=True,
     )
+    engine_fallback: bool = option(
+        True,
+        ENGINE,
+        "With `engineUrl`: load the local model too, and let it answer whenever the remote engine cannot (unreachable "
+        "at start, or failing: then it is asked again after 30 s). `false`: no local model; a remote engine that is "
+        "down gets no suggestions.",
+        machine=True,
+    )
     engine_dialect: str = option(
         "llama-server",
         ENGINE,

@@ -129,6 +129,8 @@ class Worker:
         done = job.outcome  # the completion, also when it was superseded: its tokens were decoded all the same
         if isinstance(done, Completion):
             done.queue_s = _queue_s(job)
+            if done.timings.get("fallback"):
+                self.stats.count_shed("fallback_answers")
             self.stats.add_generation(
                 prompt_tokens=done.prompt_tokens,
                 prefilled_tokens=done.prefilled_tokens,
@@ -145,6 +147,10 @@ class Worker:
     def context_chars(self, max_new_tokens: int) -> int | None:
         """The prompt characters the loaded model's context holds (None before a model is loaded, or no limit)."""
         return self._engine.context_chars(max_new_tokens) if self._engine is not None else None
+
+    def warning(self) -> str | None:
+        """What the loaded engine says the user should be told (a remote engine down, the local one answering)."""
+        return self._info.warning if self._info is not None else None
 
     def can_chat(self) -> bool:
         """Whether the loaded engine follows instructions (ask, rewrite); False before or without a model."""
@@ -177,16 +183,29 @@ def _queue_s(job: Job) -> float:
 
 
 def build_engine(options: Options) -> Engine:
-    """The engine the options ask for: a remote server (`engineUrl`) or the local model."""
-    if options.engine_url:
-        from waferline.engine.remote.engine import RemoteEngine
+    """The engine the options ask for: a remote server (`engineUrl`, with the local model behind it unless
+    `engineFallback` is off) or the local model."""
+    if not options.engine_url:
+        return _local_engine(options)
+    from waferline.engine.fallback import FallbackEngine
+    from waferline.engine.remote.engine import RemoteEngine
+    from waferline.engine.remote.stream import RemoteError
 
-        return RemoteEngine(
+    try:
+        remote = RemoteEngine(
             options.engine_dialect,  # type: ignore[arg-type]  # one of DIALECTS: the option's choices
             options.engine_url,
             model=options.engine_model,
             fim_template=None if options.engine_fim_template == "auto" else options.engine_fim_template,
         )
+    except RemoteError as e:
+        if not options.engine_fallback:
+            raise
+        return FallbackEngine(None, _local_engine(options), reason=str(e))
+    return FallbackEngine(remote, _local_engine(options)) if options.engine_fallback else remote
+
+
+def _local_engine(options: Options) -> Engine:
     from waferline.engine.local import LocalEngine
 
     return LocalEngine.load(

@@ -23,10 +23,14 @@ OPTIONS = {"minConfidence": 0, "minConfidenceInvoked": 0, "timeBudgetMs": 3000, 
 
 
 @pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     llama_cpp_bin()
-    model = export_gguf(DEFAULT_MODEL_DIR, tmp_path_factory.mktemp("lsp-remote") / "waferline-mini-f32.gguf", "f32")
-    with llama_server(model, "-np", "2") as url:
+    return export_gguf(DEFAULT_MODEL_DIR, tmp_path_factory.mktemp("lsp-remote") / "waferline-mini-f32.gguf", "f32")
+
+
+@pytest.fixture(scope="module")
+def server_url(model_file: Path) -> Iterator[str]:
+    with llama_server(model_file, "-np", "2") as url:
         yield url
 
 
@@ -50,8 +54,8 @@ async def test_typing_through_a_remote_engine(server_url: str, dialect: str) -> 
         assert s["kv_reuse"] is not None and s["kv_reuse"] > 0.5, "a keystroke finds its prompt in the server's cache"
 
 
-async def test_an_engine_url_nobody_answers_is_reported_and_requests_still_answered(tmp_path: Path) -> None:
-    options = {**OPTIONS, "engineUrl": "http://127.0.0.1:9", "engineDialect": "llama-server"}
+async def test_an_engine_url_nobody_answers_without_fallback_is_reported_and_requests_answered() -> None:
+    options = {**OPTIONS, "engineUrl": "http://127.0.0.1:9", "engineDialect": "llama-server", "engineFallback": False}
     async with lsp_session("vscode", options) as client:
         open_doc(client, URI, SOURCE)
         assert await inline(client, URI, Typist(client, URI, 4, 11).position, invoked=True) == []
@@ -59,3 +63,45 @@ async def test_an_engine_url_nobody_answers_is_reported_and_requests_still_answe
         assert any("could not load the model" in m and "cannot connect" in m for m in messages), messages
         s = await stats(client)
         assert "failed to load" in s["engine"] and s["requests"] == 1
+
+
+async def test_with_the_fallback_the_local_model_answers_when_the_remote_engine_is_down(model_file: Path) -> None:
+    """Unreachable at start: the user is told once and the local model answers. Down mid-session: the next
+    keystrokes are answered locally too, and `waferline/stats` says so."""
+    down = {**OPTIONS, "engineUrl": "http://127.0.0.1:9", "engineDialect": "llama-server"}
+    async with lsp_session("vscode", down) as client:
+        open_doc(client, URI, SOURCE)
+        typist = Typist(client, URI, 4, 11)
+        shown = 0
+        for ch in "math.pi * ":
+            typist.type(ch)
+            shown += bool(await inline(client, URI, typist.position, invoked=True))
+        messages = [m.message for m in client.messages]
+        assert any("remote engine is unavailable" in m and "the local model answers" in m for m in messages), messages
+        s = await stats(client)
+        assert "fallback" in s["engine"] and s["generations"] >= 1 and s["errors"] == 0 and s["fallback_answers"] >= 1
+        assert shown >= 1, "the local model showed nothing in ten keystrokes"
+    with llama_server(model_file) as url:
+        options = {**OPTIONS, "engineUrl": url, "engineDialect": "llama-server", "engineFimTemplate": "waferline"}
+        session = lsp_session("vscode", options)
+        client = await session.__aenter__()
+        try:
+            open_doc(client, URI, SOURCE)
+            typist = Typist(client, URI, 4, 11)
+            typist.type("m")
+            await inline(client, URI, typist.position, invoked=True)
+            assert url in (await stats(client))["engine"]
+            server_was_up = True
+        except BaseException:
+            await session.__aexit__(None, None, None)
+            raise
+    assert server_was_up  # the llama-server is gone now: the next keystrokes go to the local model
+    try:
+        generations = (await stats(client))["generations"]
+        for ch in "ath.pi":
+            typist.type(ch)
+            await inline(client, URI, typist.position, invoked=True)
+        s = await stats(client)
+        assert s["generations"] > generations and s["errors"] == 0 and s["fallback_answers"] > 0, s
+    finally:
+        await session.__aexit__(None, None, None)
