@@ -52,7 +52,8 @@ def run(args: argparse.Namespace, *, make_server: Callable[[Options], WaferlineS
     server/transport.py). `make_server` builds the server from the command line's options (default:
     handlers.create_server; tests pass one whose engine is a test double)."""
     from waferline.server.handlers import create_server
-    from waferline.server.options import Options, parse_options
+    from waferline.server.option_parsing import parse_options
+    from waferline.server.options import Options
     from waferline.server.transport import serve_stdio, serve_tcp
 
     tcp = parse_tcp(args.tcp) if args.tcp else None

@@ -25,7 +25,8 @@ from waferline.server.background import Background
 from waferline.server.document import Document, readable, readable_change
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
-from waferline.server.options import Options, parse_options
+from waferline.server.option_parsing import ENGINE_OPTIONS, parse_options
+from waferline.server.options import Options
 from waferline.server.protocol import WaferlineProtocol
 from waferline.server.repository.workspace import Indexing
 from waferline.server.stats import Stats
@@ -70,22 +71,7 @@ class WaferlineServer(LanguageServer):
         new, problems = parse_options(settings, self.options)
         for problem in problems:
             self.report(f"{source}: {problem}")
-        engine_changed = any(
-            getattr(new, k) != getattr(self.options, k)
-            for k in (
-                "model",
-                "backend",
-                "dtype",
-                "threads",
-                "kv_cache_mb",
-                "engine_url",
-                "engine_dialect",
-                "engine_model",
-                "engine_fim_template",
-                "engine_fallback",
-                "speculate",
-            )
-        )
+        engine_changed = any(getattr(new, k) != getattr(self.options, k) for k in ENGINE_OPTIONS)
         if new != self.options:
             self.forget_suggestions()  # made under other options
         self.options = new

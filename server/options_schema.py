@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from waferline.server.options import GROUPS, SECTION, Declared, listed_options, plain_number
+from waferline.server.option_parsing import Declared, listed_options, plain_number
+from waferline.server.options import GROUPS, SECTION
 
 # Where the generated files are, relative to the checkout's root.
 SCHEMA = "server/options.schema.json"

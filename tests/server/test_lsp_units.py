@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from waferline.engine.api import Completion, EditRequest
 from waferline.server.features.inline import advance, skip_reason
 from waferline.server.features.suggestion_cache import SuggestionCache
-from waferline.server.options import Options, options_table, parse_options
+from waferline.server.option_parsing import options_table, parse_options
+from waferline.server.options import Options
 from waferline.server.stats import Stats, percentile
 from waferline.server.text import TextDocument
 from waferline.server.worker import Worker

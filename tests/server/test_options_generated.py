@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from waferline.hardware.registry import backend_names
 from waferline.server import options_schema
-from waferline.server.options import DECLARED, Declared, Options, listed_options, options_table, parse_options
+from waferline.server.option_parsing import DECLARED, Declared, listed_options, options_table, parse_options
+from waferline.server.options import Options
 from waferline.server.options_schema import (
     DOCS,
     ROOT,
