@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from waferline.engine.checkpoint import save_checkpoint
+from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import Tokenizer
 

@@ -35,7 +35,8 @@ import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 from torch import Tensor
 
-from waferline.engine.checkpoint import LoadedModel, load_model, save_checkpoint
+from waferline.engine.checkpoint import LoadedModel, load_model
+from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.hf import init_random
 from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import WAFERLINE_SPECIAL_TOKENS, Tokenizer, byte_fallback_tokenizer

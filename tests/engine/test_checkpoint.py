@@ -21,8 +21,8 @@ from waferline.engine.checkpoint import (
     LoadedModel,
     load_model,
     resolve_model,
-    save_checkpoint,
 )
+from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.model import ModelArgs, Transformer
 from waferline.engine.tokenizer import PromptTooLongError, Tokenizer
 

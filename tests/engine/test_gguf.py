@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, CheckpointError, LoadedModel, load_model, save_checkpoint
+from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, CheckpointError, LoadedModel, load_model
+from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.generate import generate
 from waferline.engine.gguf.names import from_gguf_rows, to_gguf_rows
 from waferline.engine.gguf.write import export_gguf

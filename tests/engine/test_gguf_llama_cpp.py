@@ -12,7 +12,8 @@ import pytest
 import torch
 from llama_cpp_support import llama_cpp_bin, llama_server, post  # tests/support (on sys.path: tests/conftest.py)
 
-from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, LoadedModel, load_model, save_checkpoint
+from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, LoadedModel, load_model
+from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.generate import generate
 from waferline.engine.gguf.write import export_gguf
 from waferline.engine.hf import init_random

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from waferline.engine.checkpoint import save_checkpoint
+from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.hf import init_random
 from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import WAFERLINE_SPECIAL_TOKENS, byte_fallback_tokenizer

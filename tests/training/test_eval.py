@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from waferline.engine.checkpoint import save_checkpoint
+from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.hf import init_random
 from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import Tokenizer
