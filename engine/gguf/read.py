@@ -208,10 +208,9 @@ def hf_tensors(f: GgufFile, args: ModelArgs) -> Iterator[tuple[str, Tensor]]:
 def load_gguf(path: Path, device: Device) -> LoadedModel:
     f = GgufFile(path)
     args = model_args(f)
+    document = tokenizer_json(f)
     try:
-        tokenizer = Tokenizer.from_str(tokenizer_json(f))
-    except CheckpointError:
-        raise
+        tokenizer = Tokenizer.from_str(document)
     except Exception as e:  # the tokenizers library raises a bare Exception for what it cannot build
         raise CheckpointError(f"{path}: its tokenizer cannot be built ({e})") from None
     named = f.get(FIM_TEMPLATE_KEY)
@@ -222,9 +221,9 @@ def load_gguf(path: Path, device: Device) -> LoadedModel:
     model = Transformer(args, device)
     try:
         model.load(from_hf(args, hf_tensors(f, args)))
-    except ValueError as e:
-        if isinstance(e, CheckpointError):
-            raise
+    except CheckpointError:
+        raise
+    except ValueError as e:  # from_hf's checks of names and shapes
         raise CheckpointError(f"{path}: {e}") from None
     return LoadedModel(
         name=path.stem,

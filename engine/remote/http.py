@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from waferline.engine.api import Completion, EditRequest, ShouldCancel
-from waferline.engine.remote.sse import StreamError, json_events
+from waferline.engine.remote.sse import Events, StreamError, json_events
 from waferline.engine.remote.stream import Parse, RemoteError, follow
 
 
@@ -45,20 +45,19 @@ class HttpEngine:
         return data
 
     async def stream(
-        self, path: str, body: dict[str, Any], parse: Parse, request: EditRequest, should_cancel: ShouldCancel
-    ) -> Completion:
-        """POST `body` to `path` and follow the event stream; leaving this closes the connection, which is what
-        tells the server to stop decoding."""
+        self, path: str, body: dict[str, Any], parse: Parse, request: EditRequest, should_cancel: ShouldCancel,
+        events: Events = json_events,
+    ) -> Completion:  # fmt: skip
+        """POST `body` to `path` and follow the stream (`events`: server-sent events, or `json_lines`); leaving this
+        closes the connection, which is what tells the server to stop decoding."""
         where = f"{self.url}{path}"
         try:
             async with self._client.stream("POST", path, json=body) as response:
                 await self._check(response, path)
-                return await follow(json_events(response.aiter_lines()), parse, request, should_cancel, where)
+                return await follow(events(response.aiter_lines()), parse, request, should_cancel, where)
         except httpx.HTTPError as e:
             raise RemoteError(f"{where}: {reason(e)}") from None
-        except (StreamError, TypeError, ValueError) as e:
-            if isinstance(e, RemoteError):
-                raise
+        except (StreamError, TypeError, ValueError) as e:  # a stream that is not the dialect's
             raise RemoteError(f"{where}: {e}") from None
 
     async def _check(self, response: httpx.Response, path: str) -> None:

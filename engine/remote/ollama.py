@@ -9,18 +9,14 @@ JSON object per line (not server-sent events): `response` pieces, then `done: tr
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from typing import Any
-
-import httpx
 
 from waferline.engine.api import Completion, EditRequest, ShouldCancel
 from waferline.engine.fim import FAMILIES
-from waferline.engine.remote.http import HttpEngine, number, reason
+from waferline.engine.remote.http import HttpEngine, number
 from waferline.engine.remote.openai import fim_text
-from waferline.engine.remote.sse import StreamError
-from waferline.engine.remote.stream import Piece, RemoteError, follow
+from waferline.engine.remote.sse import json_lines
+from waferline.engine.remote.stream import Piece, RemoteError
 
 DONE = {"stop": "stop_token", "length": "max_tokens"}
 
@@ -49,30 +45,7 @@ class Ollama(HttpEngine):
             "options": {"num_predict": request.max_new_tokens, "temperature": max(request.temperature, 0.0),
                         "stop": [*FAMILIES[self.family].stops, *request.stop_strings]},
         }  # fmt: skip
-        where = f"{self.url}/api/generate"
-        try:
-            async with self._client.stream("POST", "/api/generate", json=body) as response:
-                await self._check(response, "/api/generate")
-                return await follow(_json_lines(response.aiter_lines()), parse_line, request, should_cancel, where)
-        except httpx.HTTPError as e:
-            raise RemoteError(f"{where}: {reason(e)}") from None
-        except StreamError as e:
-            raise RemoteError(f"{where}: {e}") from None
-
-
-async def _json_lines(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
-    async for line in lines:
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise StreamError(f"a line is not JSON ({e}): {line[:200]!r}") from None
-        if not isinstance(obj, dict):
-            raise StreamError(f"a line is not a JSON object: {line[:200]!r}")
-        if "error" in obj:
-            raise StreamError(f"Ollama: {obj['error']}")
-        yield obj
+        return await self.stream("/api/generate", body, parse_line, request, should_cancel, events=json_lines)
 
 
 def parse_line(obj: dict[str, Any]) -> Piece:

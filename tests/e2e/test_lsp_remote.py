@@ -8,11 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llama_cpp_support import llama_cpp_bin, llama_server  # tests/support (on sys.path: tests/conftest.py)
+from llama_cpp_support import llama_server, shipped_model_gguf  # tests/support (on sys.path: tests/conftest.py)
 from lsp_support import Typist, inline, lsp_session, open_doc, stats
-
-from waferline.engine.checkpoint import DEFAULT_MODEL_DIR
-from waferline.engine.gguf.write import export_gguf
 
 pytestmark = pytest.mark.asyncio
 
@@ -24,8 +21,7 @@ OPTIONS = {"minConfidence": 0, "minConfidenceInvoked": 0, "timeBudgetMs": 3000, 
 
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    llama_cpp_bin()
-    return export_gguf(DEFAULT_MODEL_DIR, tmp_path_factory.mktemp("lsp-remote") / "waferline-mini-f32.gguf", "f32")
+    return shipped_model_gguf(tmp_path_factory.mktemp("lsp-remote"))
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from llama_cpp_support import llama_cpp_bin, llama_server, post  # tests/support (on sys.path: tests/conftest.py)
+from llama_cpp_support import llama_server, post, shipped_model_gguf  # tests/support (on sys.path: tests/conftest.py)
 
 from waferline.engine.api import EditRequest
-from waferline.engine.checkpoint import DEFAULT_MODEL_DIR
-from waferline.engine.gguf.write import export_gguf
 from waferline.engine.remote.llama_server import LlamaServer, RemoteError
 
 PREFIX = 'def scale(values, factor):\n    """Multiply each value by factor."""\n    return '
@@ -31,8 +29,7 @@ SUFFIX = "\n\n\ndef mean(values):\n    return sum(values) / len(values)\n"
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    llama_cpp_bin()
-    return export_gguf(DEFAULT_MODEL_DIR, tmp_path_factory.mktemp("remote") / "waferline-mini-f32.gguf", "f32")
+    return shipped_model_gguf(tmp_path_factory.mktemp("remote"))
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from llama_cpp_support import llama_cpp_bin, llama_server, post  # tests/support (on sys.path: tests/conftest.py)
+from llama_cpp_support import llama_server, post, shipped_model_gguf  # tests/support (on sys.path: tests/conftest.py)
 
 from waferline.engine.api import EditRequest
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
-from waferline.engine.gguf.write import export_gguf
 from waferline.engine.remote.openai import OpenAICompletions, RemoteError, fim_text
 
 PREFIX = "def add(a, b):\n    return "
@@ -27,8 +26,7 @@ def request(**kw: object) -> EditRequest:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    llama_cpp_bin()
-    model = export_gguf(DEFAULT_MODEL_DIR, tmp_path_factory.mktemp("openai") / "m.gguf", "f32")
+    model = shipped_model_gguf(tmp_path_factory.mktemp("openai"))
     with llama_server(model) as url:
         yield url
 

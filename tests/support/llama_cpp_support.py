@@ -31,6 +31,16 @@ def llama_cpp_bin() -> Path:
     pytest.skip("llama.cpp is not built: run `make llama-cpp` (make test does)")
 
 
+def shipped_model_gguf(folder: Path) -> Path:
+    """The shipped model exported as F32 GGUF into `folder`, for a llama-server to serve (skipped, as above, when
+    llama.cpp is not built)."""
+    from waferline.engine.checkpoint import DEFAULT_MODEL_DIR
+    from waferline.engine.gguf.write import export_gguf
+
+    llama_cpp_bin()
+    return export_gguf(DEFAULT_MODEL_DIR, folder / "waferline-mini-f32.gguf", "f32")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
