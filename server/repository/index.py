@@ -244,6 +244,17 @@ class WorkspaceIndex:
         self.store.write([], [rel])
         return True
 
+    def remove_path(self, path: Path) -> None:
+        """A deleted file, or a deleted folder: every indexed file under it goes."""
+        if self.remove_file(path):
+            return
+        probe = self.relative(path / "x.py")  # the folder's own name would not pass the language filter
+        if probe is None:
+            return
+        prefix = probe.removesuffix("x.py")
+        for known in [k for k in self.store.file_hashes() if k.startswith(prefix)]:
+            self.remove_file(self.root / known)
+
     # ---- answering -----------------------------------------------------------------------------------------
 
     def _definition(self, row: tuple) -> Definition:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import re
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -34,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from waferline.server.repository.definitions import definition_snippets, window_names
 from waferline.server.repository.discovery import TEXT_LANGUAGES
 from waferline.server.repository.index import WorkspaceIndex
 from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import EXTENSIONS, line_comment
-from waferline.server.syntax.plan import CompletionPlan, line_bounds
+from waferline.server.syntax.languages import EXTENSIONS
+from waferline.server.syntax.plan import CompletionPlan
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
@@ -51,10 +51,7 @@ UPDATE_MIN_INTERVAL_S = 2.0  # and not sooner than this after its previous re-ex
 INDEX_OF_ENTRIES = 4096
 PROGRESS_INTERVAL_S = 0.2  # at most this often a $/progress report
 WATCHER_ID = "waferline-watched-files"
-CONTEXT_SNIPPET_LINES = 8  # lines of a definition from another file shown to the model
-CONTEXT_MAX_DEFINITIONS = 6
 CONTEXT_CACHE_ENTRIES = 64
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _progress_ids = itertools.count(1)
 
 
@@ -343,7 +340,7 @@ class Indexing:
             if path.name == ".gitignore":
                 rebuild.add(index.root)
             elif change.type == types.FileChangeType.Deleted:
-                self._submit(_remove_path, index, path)
+                self._submit(index.remove_path, path)
             else:
                 self._submit(index.refresh_file, path)
         for root in rebuild:  # what is ignored changed: an incremental build re-lists the files
@@ -384,9 +381,7 @@ class Indexing:
         change them, so the snippets (placed first in the prompt) stay the same keystroke after keystroke and the
         engine's KV cache keeps them; they change when a line with a new name is finished.
         """
-        line_start, line_end = line_bounds(text, plan.offset)
-        window = text[plan.prefix_start : line_start] + "\n" + text[line_end : plan.suffix_end]
-        names = tuple(dict.fromkeys(_WORD.findall(window)))
+        names = window_names(text, plan)
         # Typing in this file changes the index too, but not the other files' definitions: only their changes
         # make the cached snippets stale.
         others = self.generation - self._own_changes[path]
@@ -394,32 +389,8 @@ class Indexing:
         if (hit := self._context.get(key)) is not None:
             self._context.move_to_end(key)
             return hit
-        snippets = []
-        budget = plan.context_budget
-        comment = line_comment(plan.language_id)
-        for d in index.definitions_for_names(names, exclude_path=path, limit=CONTEXT_MAX_DEFINITIONS):
-            (start, _), (end, _) = d.range
-            lines = index.source_lines(d.path, start, min(end, start + CONTEXT_SNIPPET_LINES - 1))
-            rel = index.relative(d.path) or d.path.name
-            body = "\n".join(lines).rstrip()
-            snippet = f"{comment} {rel}\n{body}" + ("\n..." if end >= start + CONTEXT_SNIPPET_LINES else "")
-            if not body or len(snippet) + 1 > budget:
-                continue
-            budget -= len(snippet) + 1
-            snippets.append(Snippet("definition", snippet, path=str(d.path), start_line=start))
+        snippets = definition_snippets(index, path, names, plan.context_budget, plan.language_id)
         self._context[key] = snippets
         while len(self._context) > CONTEXT_CACHE_ENTRIES:
             self._context.popitem(last=False)
         return snippets
-
-
-def _remove_path(index: WorkspaceIndex, path: Path) -> None:
-    """A deleted file, or a deleted folder: every indexed file under it goes."""
-    if index.remove_file(path):
-        return
-    probe = index.relative(path / "x.py")  # the folder's own name would not pass the language filter
-    if probe is None:
-        return
-    prefix = probe.removesuffix("x.py")
-    for known in [k for k in index.store.file_hashes() if k.startswith(prefix)]:
-        index.remove_file(index.root / known)

@@ -12,7 +12,7 @@ import pytest
 from waferline.server.features.inline import prompt_prefix
 from waferline.server.options import Options
 from waferline.server.repository.index import IndexOptions, WorkspaceIndex
-from waferline.server.repository.workspace import Indexing, _remove_path, uri_to_path, watched_globs
+from waferline.server.repository.workspace import Indexing, uri_to_path, watched_globs
 from waferline.server.syntax.plan import plan_completion
 from waferline.server.syntax.tree import SyntaxTree
 
@@ -74,9 +74,9 @@ def test_a_deleted_folder_is_forgotten(indexed: tuple[WorkspaceIndex, Path]) -> 
     index, root = indexed
     assert index.definitions("apply_tax")
     shutil.rmtree(root / "shop")
-    _remove_path(index, root / "shop")
+    index.remove_path(root / "shop")
     assert not index.definitions("apply_tax") and index.definitions("formatPrice"), "only that folder's files"
-    _remove_path(index, root / "web" / "cart.js")
+    index.remove_path(root / "web" / "cart.js")
     assert not index.definitions("formatPrice") and index.definitions("fetchProduct"), "a deleted file"
 
 
