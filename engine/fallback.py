@@ -30,7 +30,6 @@ class FallbackEngine:
         self.primary, self.fallback, self.retry_s = primary, fallback, retry_s
         self.down_reason = reason if primary is None else None
         self._down_until = 0.0
-        self.fallbacks = 0  # requests the fallback answered because the primary could not
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         if self.primary is not None and time.monotonic() >= self._down_until:
@@ -43,7 +42,6 @@ class FallbackEngine:
                 if self.down_reason != str(e):
                     log.warning("remote engine unavailable, the local model answers for %.0f s: %s", self.retry_s, e)
                 self.down_reason = str(e)
-        self.fallbacks += 1
         completion = self.fallback.complete(request, should_cancel)
         completion.timings["fallback"] = 1.0  # counted as `fallback_answers` in waferline/stats
         return completion

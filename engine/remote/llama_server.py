@@ -106,8 +106,8 @@ def parse_event(event: dict[str, Any]) -> Piece:
             piece.logprobs.append(float(p["logprob"]))
     if event.get("stop"):
         piece.stop_reason = STOP_TYPES.get(str(event.get("stop_type")), "stop_token")
-        timings = event.get("timings") if isinstance(event.get("timings"), dict) else {}
-        assert isinstance(timings, dict)
+        reported = event.get("timings")
+        timings: dict[str, Any] = reported if isinstance(reported, dict) else {}
         cached, prompt_n = number(timings.get("cache_n")) or 0, number(timings.get("prompt_n")) or 0
         piece.cached_tokens, piece.prompt_tokens = cached, cached + prompt_n
         piece.new_tokens = number(timings.get("predicted_n"))
