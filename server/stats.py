@@ -51,6 +51,7 @@ class Stats:
     shed_before_plan: int = 0  # requests stale when their turn came: answered empty before any parse or plan
     shed_before_engine: int = 0  # requests stale after planning or the repository lookup: never queued for the engine
     context_skipped: int = 0  # repository lookups skipped because their request was stale when a thread was free
+    context_kept: int = 0  # lookups answered by the context kept for the document's window (features/context_memo.py)
     precompute_yielded: int = 0  # background precomputes given up because real requests were waiting
     index_updates: int = 0  # re-extractions of open documents for the workspace index
     index_coalesced: int = 0  # document changes folded into an index update already waiting for the same document
@@ -65,7 +66,7 @@ class Stats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count_shed(self, name: str, n: int = 1) -> None:
-        """Add to one of the shedding counters (from any thread)."""
+        """Add to one of the shedding (or context) counters (from any thread)."""
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
 
@@ -109,8 +110,8 @@ class Stats:
                     "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
                     "prefilled_tokens_total", "new_tokens_total", "fallback_answers", "decode_steps", "drafted_tokens",
                     "accepted_tokens",
-                    "shed_before_plan", "shed_before_engine", "context_skipped", "precompute_yielded", "index_updates",
-                    "index_coalesced",
+                    "shed_before_plan", "shed_before_engine", "context_skipped", "context_kept", "precompute_yielded",
+                    "index_updates", "index_coalesced",
                 )
             }  # fmt: skip
             decode_s = self.decode_s_total

@@ -26,6 +26,7 @@ from waferline.engine.api import Completion, EditRequest
 from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
 from waferline.server.features.confidence import features, load_calibration
+from waferline.server.features.context_memo import ContextMemo
 from waferline.server.features.prompt_lookup import line_candidates
 from waferline.server.features.recent_edits import recent_edit_snippets, recent_edits
 from waferline.server.features.suggestion_cache import Suggestion, SuggestionCache
@@ -127,10 +128,13 @@ class InlineCompletions:
         self.repository = repository
         self.tickets = Tickets(documents)  # each document's newest request: older ones are shed (server/shedding.py)
         self._caches: dict[str, SuggestionCache] = {}
+        # each document's outside context, kept while its window stays put
+        self.context_memo = ContextMemo(on_hit=lambda: stats.count_shed("context_kept"))
 
     def forget(self, uri: str | None = None) -> None:
         """Drop the remembered suggestions of one document (closed, opened again), or of all (new options or engine):
         they are not to be reused."""
+        self.context_memo.forget(uri)
         if uri is None:
             self._caches.clear()
         else:
@@ -192,10 +196,15 @@ class InlineCompletions:
         # Snapshots taken here, on the event loop: the lookup itself runs on a helper thread.
         edits = recent_edits(self.documents.values(), snapshot)
 
-        def context(text: str, plan: CompletionPlan) -> list[Snippet]:
+        def look_up(text: str, plan: CompletionPlan) -> list[Snippet]:
             found = definitions(text, plan) if definitions is not None else []
             budget = plan.context_budget - sum(len(s.text) + 1 for s in found)
             return found + recent_edit_snippets(edits, snapshot.language_id, budget, time.monotonic())
+
+        def context(text: str, plan: CompletionPlan) -> list[Snippet]:
+            if definitions is None and repository is not None:  # the index is not built yet: nothing worth keeping
+                return look_up(text, plan)
+            return self.context_memo.get(snapshot.uri, plan, lambda: look_up(text, plan))
 
         return context
 

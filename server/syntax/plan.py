@@ -110,11 +110,16 @@ def plan_completion(
     prefix_start = _prefix_start(text, offset, prefix_budget)
     suffix_end = _suffix_end(text, offset, line_end, suffix_budget)
     context: list[Snippet] = []
+    room = max_context_chars * 15 // 100  # a fixed share: the context must not change while the prefix grows
     if root is not None and snap is not None:
-        # a fixed share, not what the window left over: the context must not change while the prefix grows
-        room = max_context_chars * 15 // 100
         context = select_context(text, snap, root, offset, cursor_byte, prefix_start, suffix_end, room)
-    used = (offset - prefix_start) + (suffix_end - offset) + sum(len(s.text) for s in context)
+    # What the window leaves for the server's snippets from other files. The prefix counts as its whole budget once
+    # the window has started moving (near the start of a file: its length rounded up to the window's quantum), not
+    # as what this keystroke's prefix holds: that grows with every typed character, and a room that shrank with it
+    # would drop a snippet at the start of the prompt every few keys (a full prefill each time).
+    q = _quantum(prefix_budget)
+    prefix_share = prefix_budget if prefix_start > 0 else min(-(-offset // q) * q, prefix_budget)
+    used = prefix_share + (suffix_end - offset) + sum(len(s.text) for s in context)
     return CompletionPlan(
         complete=complete,
         reason=reason,
@@ -300,14 +305,23 @@ def _children_near(node: Node, b: int) -> list[Node]:
 
 
 def _prefix_start(text: str, offset: int, budget: int) -> int:
-    """A line start at most `budget` characters before the cursor, which moves only every budget/8 typed characters
-    (so the cached prompt stays valid while the user types)."""
+    """A line start at most `budget` characters before the cursor, which moves only every budget/2 typed characters
+    (so the cached prompt stays valid while the user types): the prefix is between half the budget and all of it.
+    Each move makes the next request prefill the whole prefix again, and so does the repository context chosen for
+    the window (server/features/context_memo.py keeps it until the window moves); with several documents typed in
+    at once each gets a model answer only every few dozen characters, and a window that moved every budget/8
+    characters made every other answer a full prefill (docs/benchmarks.md, bench-load)."""
     if offset <= budget:
         return 0
-    quantum = max(budget // 8, 64)
+    quantum = _quantum(budget)
     threshold = -(-(offset - budget) // quantum) * quantum  # round up to a multiple of the quantum
     start = next_line_start(text, threshold)
     return start if start <= offset else threshold
+
+
+def _quantum(budget: int) -> int:
+    """How many typed characters the prefix window's start stays put for."""
+    return max(budget // 2, 64)
 
 
 def next_line_start(text: str, pos: int) -> int:
