@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from waferline.benchmarks.editor_eval import server_options
 from waferline.benchmarks.load_client import Client, Sent, proc_figures
 from waferline.server.stats import percentile
 
@@ -55,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--dtype", default="auto", help="weights of the model (default auto)")
     parser.add_argument("--log-file", help="the server's log file")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="NAME=JSON", help="a server option (repeatable)"
+    )
     parser.add_argument(
         "--large-mb", type=float, default=0.0, help="first open, complete in and close a document of this size, 3 times"
     )
@@ -295,6 +299,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         caps: dict[str, Any] = {"textDocument": {"inlineCompletion": {}, "synchronization": {}}}
         folder = {"uri": work.as_uri(), "name": "load"}
         options = {"waferline": {"indexCacheDir": str(tmp / "index"), **({} if args.fixed else {"dtype": args.dtype})}}
+        options["waferline"].update(server_options(args.option))
         init = {"processId": None, "rootUri": work.as_uri(), "workspaceFolders": [folder], "capabilities": caps}
         await asyncio.wait_for(client.request("initialize", {**init, "initializationOptions": options}), 60)
         client.notify("initialized", {})

@@ -229,9 +229,12 @@ class InlineCompletions:
         cache = self.cache(snapshot.uri)
         if options.typed_through_cache and (hit := cache.lookup(text, offset)) is not None:
             return hit
+        # Several documents typed in at once: a window start that holds longer (server/syntax/plan.py _quantum).
+        steady = self.tickets.typed_in(BUSY_WINDOW_S) > 1
         plan = plan_completion(
-            text, offset, language_id, snapshot.syntax, explicit=explicit, **window(self.worker, options)
-        )
+            text, offset, language_id, snapshot.syntax, explicit=explicit, steady_window=steady,
+            **window(self.worker, options),
+        )  # fmt: skip
         ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
         if not plan.complete:
             log.debug("no completion: %s", plan.reason)

@@ -74,8 +74,13 @@ def plan_completion(
     explicit: bool = False,
     max_context_chars: int = DEFAULT_CONTEXT_CHARS,
     max_lines: int = DEFAULT_MAX_LINES,
+    steady_window: bool = False,
 ) -> CompletionPlan:
-    """Plan the completion at `offset` (a `str` offset) of `text`. `tree` None or plain text: text rules only."""
+    """Plan the completion at `offset` (a `str` offset) of `text`. `tree` None or plain text: text rules only.
+
+    `steady_window`: move the prefix window's start every half budget of typed characters instead of every eighth
+    (a shorter prefix on average, but a prompt that holds four times longer): for a server answering many documents
+    typed in at once, where each gets a model answer only every few dozen characters."""
     if not 0 <= offset <= len(text):
         raise ValueError(f"offset {offset} outside the document (length {len(text)})")
     line_start, line_end = line_bounds(text, offset)
@@ -107,7 +112,8 @@ def plan_completion(
     # shares of the budget: prefix 50%, suffix 15%, this document's context 15%, the rest (20% or more, whatever
     # the window leaves) for the server's snippets from other documents
     prefix_budget, suffix_budget = max_context_chars // 2, max_context_chars * 15 // 100
-    prefix_start = _prefix_start(text, offset, prefix_budget)
+    q = _quantum(prefix_budget, steady_window)
+    prefix_start = _prefix_start(text, offset, prefix_budget, q)
     suffix_end = _suffix_end(text, offset, line_end, suffix_budget)
     context: list[Snippet] = []
     room = max_context_chars * 15 // 100  # a fixed share: the context must not change while the prefix grows
@@ -117,7 +123,6 @@ def plan_completion(
     # the window has started moving (near the start of a file: its length rounded up to the window's quantum), not
     # as what this keystroke's prefix holds: that grows with every typed character, and a room that shrank with it
     # would drop a snippet at the start of the prompt every few keys (a full prefill each time).
-    q = _quantum(prefix_budget)
     prefix_share = prefix_budget if prefix_start > 0 else min(-(-offset // q) * q, prefix_budget)
     used = prefix_share + (suffix_end - offset) + sum(len(s.text) for s in context)
     return CompletionPlan(
@@ -304,24 +309,23 @@ def _children_near(node: Node, b: int) -> list[Node]:
 # -- what the model sees ----------------------------------------------------------------------------------------------
 
 
-def _prefix_start(text: str, offset: int, budget: int) -> int:
-    """A line start at most `budget` characters before the cursor, which moves only every budget/2 typed characters
-    (so the cached prompt stays valid while the user types): the prefix is between half the budget and all of it.
+def _prefix_start(text: str, offset: int, budget: int, quantum: int) -> int:
+    """A line start at most `budget` characters before the cursor, which moves only every `quantum` typed characters
+    (so the cached prompt stays valid while the user types): the prefix is between `budget - quantum` and `budget`.
     Each move makes the next request prefill the whole prefix again, and so does the repository context chosen for
-    the window (server/features/context_memo.py keeps it until the window moves); with several documents typed in
-    at once each gets a model answer only every few dozen characters, and a window that moved every budget/8
-    characters made every other answer a full prefill (docs/benchmarks.md, bench-load)."""
+    the window (server/features/context_memo.py keeps it until the window moves)."""
     if offset <= budget:
         return 0
-    quantum = _quantum(budget)
     threshold = -(-(offset - budget) // quantum) * quantum  # round up to a multiple of the quantum
     start = next_line_start(text, threshold)
     return start if start <= offset else threshold
 
 
-def _quantum(budget: int) -> int:
-    """How many typed characters the prefix window's start stays put for."""
-    return max(budget // 2, 64)
+def _quantum(budget: int, steady: bool = False) -> int:
+    """How many typed characters the prefix window's start stays put for: an eighth of the budget for one typist
+    (a long prefix), half of it under load (a prompt that holds: with 50 documents typed in at once, each answered
+    every ~75 characters, an eighth made every other answer a full prefill; docs/benchmarks.md, bench-load)."""
+    return max(budget // 2 if steady else budget // 8, 64)
 
 
 def next_line_start(text: str, pos: int) -> int:

@@ -229,3 +229,30 @@ def test_a_job_superseded_in_the_queue_never_prepares_its_request() -> None:
     older, newer = asyncio.run(main())
     worker.close()
     assert older is None and newer is not None and prepared == ["newer"]
+
+
+def test_plans_hold_their_window_longer_while_several_documents_are_typed_in(monkeypatch: Any) -> None:
+    """One typist: the prefix window's start moves every eighth of its budget (a long prefix); requests for more
+    than one document within a second: every half budget, so each document's prompt and KV session hold."""
+    import waferline.server.features.inline as inline_module
+
+    inline, worker, doc, documents = setup_inline()
+    other = Document.open("file:///work/other.py", "python", TEXT, version=1)
+    documents[other.uri] = other
+    steady: list[bool] = []
+    real = inline_module.plan_completion
+
+    def plan(*args: Any, **kwargs: Any) -> Any:
+        steady.append(kwargs["steady_window"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inline_module, "plan_completion", plan)
+
+    async def main() -> None:
+        await worker.load(lambda: FixedEngine("values"))
+        await inline.answer(doc, len(doc.text.text), OPTIONS, explicit=False)
+        await inline.answer(other, len(other.text.text), OPTIONS, explicit=False)
+
+    asyncio.run(main())
+    worker.close()
+    assert steady == [False, True]
