@@ -126,7 +126,8 @@ class Options:
     max_multiline_tokens: int = option(
         64,
         COMPLETION,
-        "New tokens when the cursor opens a block or sits on an empty line inside one.",
+        "New tokens when the cursor opens a block or sits on an empty line inside one (no more than `maxTokens` "
+        "while several documents are typed in at once, when the engine answers each in turn).",
         minimum=1,
         maximum=1024,
     )

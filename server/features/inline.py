@@ -70,17 +70,20 @@ def prompt_prefix(plan: CompletionPlan) -> str:
 
 
 def edit_request(
-    session_id: str, plan: CompletionPlan, options: Options
+    session_id: str, plan: CompletionPlan, options: Options, *, busy: bool = False
 ) -> tuple[EditRequest, Callable[[EditRequest], EditRequest] | None]:
     """The engine request for a plan, and what adds its prompt-lookup candidates to it (None: none to add), which
     the worker runs on the engine thread when the job starts: a job superseded in the queue never pays for them.
     Stable context goes first and the prefix last (the engine's FIM template puts the suffix before both for models
-    trained suffix-prefix-middle), so a keystroke only appends tokens."""
+    trained suffix-prefix-middle), so a keystroke only appends tokens. `busy` (several documents typed in at once):
+    a multi-line suggestion gets no more tokens than a single-line one, since the engine answers each document in
+    turn and a 64-token block costs as much as several other documents' answers."""
+    multiline_tokens = min(options.max_multiline_tokens, options.max_tokens) if busy else options.max_multiline_tokens
     request = EditRequest(
         session_id=session_id,
         prefix=prompt_prefix(plan),
         suffix=plan.suffix,
-        max_new_tokens=options.max_multiline_tokens if plan.multiline else options.max_tokens,
+        max_new_tokens=multiline_tokens if plan.multiline else options.max_tokens,
         temperature=options.temperature,
         time_budget_s=options.time_budget_ms / 1000.0,
         should_stop=lambda partial: should_stop(partial, plan),
@@ -243,7 +246,7 @@ class InlineCompletions:
             plan.context[:0] = await asyncio.to_thread(self._context_unless_stale, context, text, plan, ticket)
             ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
         self._shed_if_stale(ticket, "engine")
-        request, prepare = edit_request(snapshot.session_id, plan, options)
+        request, prepare = edit_request(snapshot.session_id, plan, options, busy=steady)
         completion = await self.worker.complete(request, prepare=prepare)
         if completion is None or (ticket is not None and ticket.superseded()):
             raise Superseded  # a newer request for the document is under way: its answer is the one to finish

@@ -256,3 +256,15 @@ def test_plans_hold_their_window_longer_while_several_documents_are_typed_in(mon
     asyncio.run(main())
     worker.close()
     assert steady == [False, True]
+
+
+def test_a_multi_line_request_gets_single_line_tokens_while_several_documents_are_typed_in() -> None:
+    from waferline.server.features.inline import edit_request
+    from waferline.server.syntax.plan import plan_completion
+
+    text = "def area(radius):\n    "
+    plan = plan_completion(text, len(text), "python", None)
+    assert plan.multiline
+    options = Options(max_tokens=32, max_multiline_tokens=64)
+    assert edit_request("s", plan, options)[0].max_new_tokens == 64
+    assert edit_request("s", plan, options, busy=True)[0].max_new_tokens == 32
