@@ -9,7 +9,7 @@ the modeled time is that token's. Without --analytic or --numeric the mode is nu
 small enough to emulate here, analytic otherwise. The layers go over as many wafers as needed (--wafers N to choose;
 cli/emulate_plan.py), and a routing plan that fits the routers' colours is found. --sweep (cli/emulate_sweep.py)
 projects over grid side, all-reduce group count and context; --speculate K costs a K-token verification step
-(cli/emulate_speculate.py).
+(cli/emulate_speculate.py); --validate prints the predictions beside published figures (cli/emulate_validate.py).
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="analytic sweep over grid side, all-reduce group count and context: a table, and a PNG "
         "(default emulate-sweep.png)",
     )
+    parser.add_argument(
+        "--validate", action="store_true", help="the predictions beside every published single-stream decode figure"
+    )
     parser.add_argument("--speculate", type=int, default=0, metavar="K", help="analytic: cost a K-token verification")
     parser.add_argument("--acceptance", type=float, default=0.7, help="with --speculate: per-token acceptance rate")
 
@@ -78,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.validate:
+        from waferline.cli.emulate_validate import validate
+
+        return validate(args.json)
     spec = get_spec(args.wafer)
     target = resolve(args.model)
     name, model_args, tensors = target.name, target.args, target.tensors

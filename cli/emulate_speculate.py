@@ -8,8 +8,9 @@ plus the target's own next token: Leviathan et al., "Fast Inference from Transfo
 ICML 2023), so the effective speed is that over the verification time. The draft model's own time is not included
 (it depends on where the draft runs): the figure is the target's side, an upper bound.
 
-Shapes only: the numeric K-token verification through the Device seam (the torch backend's logits at each of the
-K positions) waits for the speculation issue's verification step (#15).
+The step costed is the engine's own verification (`Transformer.verify`, as `Session.verify` calls it), run here on
+shapes alone: the same code, on real numbers, gives the torch backend's logits at each of the K positions
+(tests/hardware/test_wafer_verify.py), so what is costed is what is checked.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def speculate(planned: Any, margs: Any, dtype: torch.dtype, context: int, k: int
     kv = model.open_cache(context + k)
     model.forward(torch.zeros(context, dtype=torch.long), kv, 0)
     device.reset_counters()
-    model.forward(torch.zeros(k, dtype=torch.long), kv, context, last_only=False)
+    model.verify([0] * k, kv, context)  # the k-token step: one forward of k positions, every weight read once
     verify_s = device.report(tokens=1).seconds_per_token  # the whole step
     decode_tok_s = planned.device.report().tok_s
     tokens = expected_tokens(k, acceptance)

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from waferline.hardware import Device, KVRef, WeightRef
-from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, step_many
+from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, declared_exact_rows, step_many
 
 MODEL_TYPES = ("llama", "qwen2")  # config.json's model_type of the families this decoder runs
 
@@ -265,13 +265,15 @@ class Transformer:
     def verify(self, tokens: Sequence[int], kv: KVRef, start: int) -> Tensor:
         """The k-token step of speculative decoding: tokens (T,) at positions start.. -> logits (T, vocab), row i
         predicting what follows tokens[i]. Through the backend's fused step when it takes T tokens at once (its rows
-        equal T one-token steps exactly), else the per-op calls on all T rows with attention token by token: equal
-        to one-token steps where the backend's products treat rows independently (`exact_verify`), else up to the
-        rounding of a T-row product. Advances the cache to start+T; the caller truncates rejected tokens."""
+        equal T one-token steps exactly), else the per-op calls on all T rows, every weight read once: with attention
+        token by token where the backend's products treat rows independently (`exact_verify`), so that rows equal
+        one-token steps exactly; elsewhere rows equal them only up to the rounding of a T-row product anyway, and
+        attention takes all T queries in one call per layer. Advances the cache to start+T; the caller truncates
+        rejected tokens."""
         many = step_many(self.fused, len(tokens))
         if many is None:
             ids = torch.tensor(list(tokens), dtype=torch.long)
-            return self.forward(ids, kv, start, last_only=False, one_by_one=True)
+            return self.forward(ids, kv, start, last_only=False, one_by_one=self.exact_verify())
         assert start == kv.length, f"verify at position {start}, but the cache holds {kv.length}"
         assert start + len(tokens) <= kv.max_tokens, f"{start + len(tokens)} tokens exceed the cache's {kv.max_tokens}"
         logits = many(tokens, kv, start)
@@ -281,10 +283,14 @@ class Transformer:
     def exact_verify(self) -> bool:
         """Whether `verify`'s rows equal one-token steps bit for bit here: the fused k-token step, or per-op products
         whose rows do not depend on the other rows (torch's int8 CPU kernel; not float32 GEMM against GEMV, whose
-        sums run in another order). Probed once on the first layer's weights."""
+        sums run in another order). As the device declares it (`exact_rows`), else probed once on the first
+        layer's weights."""
         if self._exact_verify is None:
+            declared = declared_exact_rows(self.device)
             if step_many(self.fused, 2) is not None:
                 self._exact_verify = True
+            elif declared is not None:
+                self._exact_verify = declared
             else:
                 dev, w = self.device, self.layers[0].qkv
                 x = torch.randn(4, self.args.dim, generator=torch.Generator().manual_seed(0)).to(dev.dtype)

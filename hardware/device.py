@@ -117,6 +117,16 @@ def step_many(step: FusedStep | None, n: int) -> StepMany | None:
     return many if many is not None and n <= int(getattr(step, "max_tokens", 1)) else None
 
 
+def declared_exact_rows(device: object) -> bool | None:
+    """A backend may declare `exact_rows: bool`: whether its per-op calls on T rows give every row bit for bit what
+    a one-token call gives. The engine then verifies a speculative draft with attention token by token only where
+    that keeps rows exact, and otherwise in one call per layer over all T queries (the k-token step as the hardware
+    runs it). None when the backend does not say: the engine probes (`Transformer.exact_verify`). A backend that
+    counts what it does (the wafer emulator) declares it, since a probe would be charged to its counters."""
+    declared = getattr(device, "exact_rows", None)
+    return None if declared is None else bool(declared)
+
+
 @runtime_checkable
 class Device(Protocol):
     """What the engine needs from hardware to run a Llama/Qwen2-family decoder, one sequence at a time."""

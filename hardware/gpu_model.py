@@ -4,7 +4,7 @@ One decode token must stream every weight and the live KV cache from HBM once, a
 attention arithmetic; every device operation is (at least) one kernel launch. So per token
     max(bytes / HBM bandwidth, flops / peak matrix throughput) + kernels x launch overhead
 on as many GPUs as the weights and cache need (tensor-parallel, bandwidth and flops adding up, communication not
-modeled: an optimistic bound for models that need more than one GPU). Constants and sources: docs/hardware.md.
+modeled: an optimistic bound for models that need more than one GPU). Constants and sources: docs/wafer-validation.md.
 This module knows bytes and flops, not models: the caller (cli/emulate.py, `waferline emulate`) derives them from a
 model's shape.
 """

@@ -10,11 +10,15 @@ Broadcasts run the same tree the other way. `root(span)` is the middle tile's in
 first-level groups (`tree_groups`, for sweeps) and may run a pattern on a longer one (`route_merge`, when the
 patterns would need more routing colours than a router has: routes.py); both change the cost, never the numbers.
 
-Latency of one collective on the critical path, in cycles:
-    ceil(hops * hop_cycles * (1 + collective_overhead)) + levels * wavelets
-where hops is the farthest distance a value travels, the overhead is the measured excess of a pipelined
-reduction over the bare distance (spec.collective_overhead), and each level adds the time to stream the message's
-wavelets (one 32-bit wavelet per link per cycle) through a pipeline that is already full.
+Latency of one collective on the critical path, in cycles, after the performance model that predicts CS-2
+reductions within 4% (Luczynski et al., HPDC 2024, [LUCZ] in docs/wafer-validation.md):
+    hops * hop_cycles + levels * wavelets + depth * (2 * ramp_cycles + 1)
+where hops is the farthest distance a value travels; each level adds the time to stream the message's wavelets (one
+32-bit wavelet per link per cycle) through a pipeline that is already full; and each of the `depth` dependent steps
+on the critical path (a core taking a value off its router, combining it, putting the result back: T_R cycles down
+the ramp, one to add, T_R up) costs 2 T_R + 1 cycles. A reduction's depth is its tree's sequential steps; a broadcast
+is relayed by one core per level (the routers multicast along each line); a move has one sender and one receiver.
+A spec may add a flat excess over the hops (collective_overhead, 0 in the presets) for sweeps.
 """
 
 from __future__ import annotations
@@ -138,8 +142,9 @@ def _wavelets(spec: WaferSpec, elems: int, elem_bytes: int) -> int:
     return -(-elems * elem_bytes * 8 // spec.link_bits)
 
 
-def _latency(spec: WaferSpec, hops: int, levels: int, wavelets: int) -> int:
-    return math.ceil(hops * spec.hop_cycles * (1 + spec.collective_overhead)) + levels * wavelets
+def _latency(spec: WaferSpec, hops: int, levels: int, wavelets: int, depth: int) -> int:
+    distance = math.ceil(hops * spec.hop_cycles * (1 + spec.collective_overhead))
+    return distance + levels * wavelets + depth * (2 * spec.ramp_cycles + 1)
 
 
 def _arm(n: int, groups: int = 0) -> tuple[int, int, int, int]:
@@ -166,7 +171,8 @@ def tree(spec: WaferSpec, kind: str, span: int, lines: int, elems: int, elem_byt
     hops, steps, levels, links = _arm(long_arm, spec.tree_groups)
     links += _arm(short_arm, spec.tree_groups)[3]
     w = _wavelets(spec, elems, elem_bytes)
-    cycles = _latency(spec, hops, levels, w)
+    depth = steps if kind == "reduce" else levels  # every reduction step waits on a core; a broadcast only relays
+    cycles = _latency(spec, hops, levels, w, depth)
     return Collective(kind, span, lines, elems, hops, steps, levels, w, links * w * lines, cycles)
 
 
@@ -176,4 +182,5 @@ def move(spec: WaferSpec, hops: int, lines: int, elems: int, elem_bytes: int) ->
         return None
     hops = spec.route_span("move", hops + 1) - 1
     w = _wavelets(spec, elems, elem_bytes)
-    return Collective("move", hops + 1, lines, elems, hops, 1, 1, w, w * hops * lines, _latency(spec, hops, 1, w))
+    cycles = _latency(spec, hops, 1, w, 1)
+    return Collective("move", hops + 1, lines, elems, hops, 1, 1, w, w * hops * lines, cycles)

@@ -56,6 +56,9 @@ class WaferDevice:
         self.name = "wafer"
         self.dtype = dtype
         self.analytic = analytic
+        # A T-row call's batched products and tree sums need not round as T one-token calls do (a few 1e-6 apart in
+        # float32): rows are not exact, so a speculative draft is verified in one k-token step (hardware/device.py).
+        self.exact_rows = False
         self.torch_device = torch.device("meta" if analytic else "cpu")
         self.grid = SramGrid(self.spec, self.torch_device)
         self._counts: defaultdict[str, float] = defaultdict(float)  # tokens, steps and per-operation counters

@@ -57,6 +57,7 @@ class MultiWaferDevice:
         self.name = "wafer"
         self.dtype = dtype
         self.analytic = analytic
+        self.exact_rows = False  # as each stage's (WaferDevice)
         self._at = 0  # the stage the activations are on
         self._width = 0  # elements per token of the residual stream (the model's dim), seen at embed
 

@@ -1,10 +1,10 @@
 """What a wafer-scale engine is, in the numbers the emulator and its cost model need.
 
-Every constant of the `wse-2` and `wse-3` presets comes from a published vendor figure or paper; docs/hardware.md
-lists each one with its source and says which are carried over or assumed where nothing was published. The
-constants are never fitted to published throughput (tokens/s): the cost model must predict those, not remember them.
-`PUBLISHED` keeps the vendor's headline totals apart from the per-core constants so that a test can check that the
-totals derived from the per-core figures (cores x SRAM per core, ...) land on what the vendor published.
+Every constant of the presets comes from a published vendor figure or paper; docs/wafer-validation.md lists each one
+with its source and says which are carried over or assumed where nothing was published. The constants are never fitted
+to published throughput (tokens/s): the cost model must predict those, not remember them. `PUBLISHED` keeps the vendor's
+headline totals apart from the per-core constants so that a test can check that the totals derived from the per-core
+figures (cores x SRAM per core, ...) land on what the vendor published.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ class WaferSpec:
     sram_write_bytes_per_cycle: int  # per tile
     link_bits: int = 32  # payload of one wavelet; a link carries one wavelet per cycle in each direction
     hop_cycles: int = 1  # latency of one hop between neighbouring routers
-    collective_overhead: float = 0.10  # a pipelined reduction's cycles exceed its hop count by this fraction
+    # T_R, cycles a wavelet takes between a core and its router, each way: every dependent step of a collective (a
+    # core receiving, combining, sending on) costs 2 * T_R + 1 cycles besides the hops [LUCZ]
+    ramp_cycles: int = 0
+    collective_overhead: float = 0.0  # a flat excess of a collective's cycles over its hop count (0: none; sweeps)
     routes_per_tile: int = 24  # routing colours (virtual channels) one router can hold
     off_wafer_bytes_per_s: float = 0.0  # bandwidth to memory beside the wafer (0: no off-wafer memory)
     off_wafer_capacity_bytes: int = 0  # how much may spill there (0: a model that does not fit fails)
@@ -97,12 +100,14 @@ class WaferSpec:
 
 
 # -- presets -----------------------------------------------------------------------------------------------------------
-# Sources, keyed in docs/hardware.md: [HC34] S. Lie, "Cerebras Architecture Deep Dive", Hot Chips 34 (2022);
+# Sources, keyed in docs/wafer-validation.md: [HC34] S. Lie, "Cerebras Architecture Deep Dive", Hot Chips 34 (2022);
 # [HC36] Cerebras, "WSE-3", Hot Chips 36 (2024); [WSE2-PR] Cerebras WSE-2 product announcement (Apr 2021);
 # [WSE3-PR] Cerebras WSE-3 / CS-3 announcement (13 Mar 2024); [SDK] Cerebras SDK docs, "A Conceptual View";
 # [CS2-DS] Cerebras CS-2 datasheet (system I/O); [CS3-DS] Cerebras CS-3 system page, "System I/O 1.2 Tb/s";
-# [ROCKI] Rocki et al., SC20, "Fast Stencil-Code Computation on a Wafer-Scale Processor" (full-wafer AllReduce
-# ~10% above the mesh diameter); [WAFERLLM] He et al., OSDI 2025, and its artifact github.com/MeshInfra/WaferLLM.
+# [LUCZ] Luczynski et al., "Near-Optimal Wafer-Scale Reduce", HPDC 2024 (performance model of CS-2 collectives:
+# distance + wavelets + (2 T_R + 1) per dependent step, T_R ~ 2 cycles, CS-2 at 850 MHz); [CSL-EX] Cerebras'
+# SDK examples, github.com/Cerebras/csl-examples ("a PE runs with clock speed 850MHz", for WSE-2 and WSE-3 runs);
+# [WAFERLLM] He et al., OSDI 2025, and its artifact github.com/MeshInfra/WaferLLM.
 
 CS_SYSTEM_IO_BYTES_PER_S = 12 * 100e9 / 8  # 12 x 100 Gb Ethernet [CS2-DS]; CS-3 "1.2 Tb/s" [CS3-DS] = 150 GB/s
 
@@ -118,7 +123,7 @@ WSE2 = WaferSpec(
     sram_write_bytes_per_cycle=8,  # one 64-bit write per cycle [HC34]
     link_bits=32,  # 32-bit wavelets on 32-bit bidirectional links in four directions [HC34, SDK]
     hop_cycles=1,  # "single cycle latency between cores" [HC34]
-    collective_overhead=0.10,  # AllReduce cycles ~10% above the diameter [ROCKI]
+    ramp_cycles=2,  # T_R ~ 2 cycles on WSE-2, in the model that predicts CS-2 reductions within 4% [LUCZ]
     routes_per_tile=24,  # 24 routable colours [SDK]
     off_wafer_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,
     system_io_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # [CS2-DS]
@@ -132,14 +137,14 @@ WSE3 = WaferSpec(
     rows=7 * 160,
     cols=12 * 67,
     sram_bytes_per_tile=48 * 1024,  # 48 kB per core, unchanged from WSE-2 [HC36, SDK]
-    clock_hz=1.1e9,  # no WSE-3 clock is published; WSE-2's [HC34] carried over (docs/hardware.md explains)
+    clock_hz=1.1e9,  # no WSE-3 clock is published; WSE-2's [HC34] carried over (docs/wafer-validation.md)
     macs_per_cycle_fp16=8,  # FP16 SIMD doubled from 4-wide to 8-wide [HC36]
     macs_per_cycle_fp32=1,  # not published for WSE-3; WSE-2's carried over
     sram_read_bytes_per_cycle=16,  # [HC34] memory design carried over (same 48 kB core SRAM) [HC36]
     sram_write_bytes_per_cycle=8,
     link_bits=32,  # [SDK]
     hop_cycles=1,  # "single clock cycle latency between nodes" [WSE3-PR white paper]
-    collective_overhead=0.10,  # [ROCKI]
+    ramp_cycles=2,  # [LUCZ] measured on WSE-2; same core and router design carried over [HC36]
     routes_per_tile=24,  # [SDK]
     off_wafer_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # CS-3 I/O 1.2 Tb/s, as CS-2's [CS3-DS]
     system_io_bytes_per_s=CS_SYSTEM_IO_BYTES_PER_S,  # [CS3-DS]
@@ -150,13 +155,26 @@ WSE3 = WaferSpec(
 # The fabric a program gets on each system: the SDK's fabric dimensions, 757 x 996 on a CS-2 and 762 x 1172 on a
 # CS-3 (width x height, as the SDK's --fabric-dims; [SDK], and the compile scripts of [WAFERLLM]'s artifact), less
 # the 7 columns and 2 rows the host-transfer (memcpy) framework takes at the edges ([WAFERLLM] compiles a P x P
-# program into fabric-dims P+7, P+2). The rest of the physical cores are spares that route around defects.
-CS2 = dataclasses.replace(
-    WSE2, name="cs-2", rows=996 - 2, cols=757 - 7, notes="WSE-2 as programmed in a CS-2: the SDK's usable fabric"
-)
-CS3 = dataclasses.replace(
-    WSE3, name="cs-3", rows=1172 - 2, cols=762 - 7, notes="WSE-3 as programmed in a CS-3: the SDK's usable fabric"
-)
+# program into fabric-dims P+7, P+2). The rest of the physical cores are spares that route around defects. A program
+# on a system runs at the clock the vendor's SDK examples convert its cycles at, 850 MHz ([CSL-EX], for WSE-2 and
+# WSE-3 runs alike; [LUCZ] measured a CS-2 at 850 MHz), not the 1.1 GHz of the WSE-2 chip announcement [HC34].
+SYSTEM_CLOCK_HZ = 850e6
+
+
+def system(chip: WaferSpec, name: str, fabric_width: int, fabric_height: int) -> WaferSpec:
+    """`chip` as a program on its system gets it: the SDK's fabric less memcpy's columns and rows, the SDK's clock."""
+    return dataclasses.replace(
+        chip,
+        name=name,
+        rows=fabric_height - 2,
+        cols=fabric_width - 7,
+        clock_hz=SYSTEM_CLOCK_HZ,
+        notes=f"{chip.name} as programmed in a {name.upper()}: the SDK's usable fabric, at the SDK's clock",
+    )
+
+
+CS2 = system(WSE2, "cs-2", 757, 996)
+CS3 = system(WSE3, "cs-3", 762, 1172)
 
 
 def mini(rows: int, cols: int, base: WaferSpec = WSE3) -> WaferSpec:

@@ -9,7 +9,8 @@ A wafer sits in a system (CS-2, CS-3) whose only way out is its system I/O, 12 x
 - `inter_wafer`: with layers over several wafers (multi.py), the residual stream (tokens x dim) crosses from one
   wafer to the next at each stage boundary: to the sending wafer's edge, over the link, and from the receiving
   wafer's edge to its root column.
-The link latency is an assumption (no figure is published for the systems' Ethernet path; docs/hardware.md).
+The link latency is an assumption (no figure is published for the systems' Ethernet path;
+docs/wafer-validation.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waferline.hardware.wafer.collectives import arms, reach, tree, tree_group, tree_softmax_merge, tree_sum
+from waferline.hardware.wafer.collectives import arms, move, reach, tree, tree_group, tree_softmax_merge, tree_sum
 from waferline.hardware.wafer.cost import Phase, report, tally
 from waferline.hardware.wafer.spec import WSE2, WSE3
 
@@ -49,8 +49,22 @@ def test_a_tree_reaches_half_the_line_in_about_2_sqrt_steps(span):
     k = tree_group(reach(span) + 1)
     assert col.steps <= 2 * math.isqrt(span) + 2 and k >= 1
     assert col.levels in (1, 2)
-    # the fastest a value can cross half the line, plus the measured collective overhead and the message itself
-    assert col.cycles == math.ceil(col.hops * 1.1) + col.levels * col.wavelets
+    # the fastest a value can cross half the line, the message streamed once per level, and 2 T_R + 1 cycles for
+    # every sequential step a core takes (T_R = 2 cycles down or up a core's ramp [LUCZ])
+    assert WSE3.ramp_cycles == 2 and WSE3.collective_overhead == 0
+    assert col.cycles == col.hops + col.levels * col.wavelets + col.steps * (2 * 2 + 1)
+
+
+def test_a_broadcast_is_relayed_by_one_core_per_level_and_a_move_by_none():
+    """The routers multicast along a line: a broadcast waits on a core only where a level hands over; a move's
+    sender and receiver are its only cores."""
+    down = tree(WSE3, "broadcast", 500, lines=1, elems=6, elem_bytes=2)
+    up = tree(WSE3, "reduce", 500, lines=1, elems=6, elem_bytes=2)
+    assert down is not None and up is not None and down.steps == up.steps > down.levels == 2
+    assert down.cycles == down.hops + 2 * down.wavelets + 2 * 5
+    assert up.cycles - down.cycles == (up.steps - 2) * 5  # the reduction's extra core steps, 5 cycles each
+    hop = move(WSE3, 100, lines=3, elems=6, elem_bytes=2)
+    assert hop is not None and hop.cycles == 100 + hop.wavelets + 5
 
 
 def test_a_tree_over_one_tile_moves_nothing():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -56,7 +58,18 @@ def test_the_systems_program_the_sdks_usable_fabric_of_their_wafers():
     cs2, cs3 = get_spec("cs-2"), get_spec("cs-3")
     assert (cs2.cols + 7, cs2.rows + 2) == (757, 996) and (cs3.cols + 7, cs3.rows + 2) == (762, 1172)
     assert cs2.tiles < WSE2.tiles and cs3.tiles < WSE3.tiles  # spares route around defects
-    assert cs3.sram_bytes_per_tile == WSE3.sram_bytes_per_tile and cs3.clock_hz == WSE3.clock_hz
+    assert cs3.sram_bytes_per_tile == WSE3.sram_bytes_per_tile and cs3.macs_per_cycle_fp16 == WSE3.macs_per_cycle_fp16
+    # a program on a system runs at the clock the SDK's examples convert its cycles at [CSL-EX], [LUCZ]
+    assert cs2.clock_hz == cs3.clock_hz == 850e6 < WSE2.clock_hz
+
+
+def test_the_system_clock_keeps_the_derived_totals_near_the_published_ones():
+    """At 850 MHz the per-core widths give 9-13% less bandwidth than the WSE-3 totals, at 1.1 GHz 13-19% more:
+    the published totals sit between the two stated clocks, and neither is adjusted to land on them."""
+    cs3_clock = dataclasses.replace(WSE3, clock_hz=get_spec("cs-3").clock_hz)
+    for total in ("sram_bytes_per_s", "fabric_bits_per_s"):
+        published = PUBLISHED["wse-3"][total]
+        assert 0.85 < getattr(cs3_clock, total) / published < 1.0 < getattr(WSE3, total) / published < 1.2
 
 
 def test_a_region_of_a_preset_keeps_its_tiles():

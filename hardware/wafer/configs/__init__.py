@@ -3,6 +3,13 @@ reads), for projecting models that are not downloaded: `waferline emulate --anal
 
 Each file copies its model's public Hugging Face `config.json` values (meta-llama/Llama-3.1-8B, -70B, -405B,
 Meta-Llama-3-8B, Qwen/Qwen2-72B, Qwen/Qwen2.5-Coder-0.5B, -7B, -32B). Shapes only: no weights exist here.
+
+Two are not a maker's: `waferllm-llama3-8b` and `waferllm-qwen2-72b` are the layer shapes WaferLLM (OSDI 2025)
+times to publish its Llama3-8B and Qwen2-72B decode speeds, from its artifact's `Decode/WSE-2/model_config/
+llama8B_4k_1_720.json` and `qwen72B_4k_1_720.json` (dim 4320 and 8640 padded to a multiple of the 720-core grid, one
+attention head as wide as the model with full-width keys and values, FFN 14400 and 30240, no biases, a cache of 4320
+positions), so that the validation compares like with like (docs/wafer-validation.md). Their vocabularies are the
+models'.
 """
 
 from __future__ import annotations

@@ -1,0 +1,101 @@
+"""`waferline emulate --validate`: the model's predictions beside every published single-stream decode figure.
+
+Each pair is a (model, hardware) for which a decode speed of one stream was published; the prediction is the
+analytic projection (cli/emulate_plan.py) with the presets' constants, none of which was chosen to match these
+figures (docs/wafer-validation.md explains every remaining difference). Two kinds:
+- "decode": the whole token (embedding, every layer over the planned wafers, LM head, system I/O) at the context;
+- "layer": WaferLLM's method (its artifact times one decoder layer on a P x P grid and multiplies by the layers,
+  converting cycles at 1.1 GHz): one layer's cycles on one grid, as the difference between one- and two-layer
+  projections of the shapes it times, times the layers, at the spec's clock (`wse-2` converts at 1.1 GHz too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+TARGET = 0.25  # the issue's target: every prediction within 25% of the published figure
+
+
+@dataclass(frozen=True)
+class Pair:
+    model: str  # a --model name (a published configuration)
+    wafer: str  # a --wafer preset
+    published_tok_s: float
+    source: str  # key in docs/wafer-validation.md's sources
+    kind: str = "decode"  # "decode" or "layer" (see the module docstring)
+    context: int = 1024  # tokens in the cache before the decoded one
+    note: str = ""
+
+
+PAIRS = (
+    Pair("waferllm-llama3-8b", "wse-2:720x720", 2700, "WAFERLLM", "layer", 4319, "its layer shapes, 4,320-token cache"),
+    Pair("waferllm-qwen2-72b", "wse-2:720x720", 840, "WAFERLLM", "layer", 4319, "its layer shapes, 4,320-token cache"),
+    Pair("llama-3.1-8b", "cs-3", 1800, "CS-INF", note="Cerebras Inference, Aug 2024"),
+    Pair("llama-3.1-70b", "cs-3", 450, "CS-INF", note="Cerebras Inference, Aug 2024, 4 systems"),
+    Pair("llama-3.1-70b", "cs-3", 2100, "CS-70B", note="Cerebras Inference, Oct 2024, 4 systems"),
+    Pair("llama-3.1-70b", "cs-3", 1500, "CS-R1", note="DeepSeek-R1-Distill-Llama-70B (same shapes), Jan 2025"),
+    Pair("llama-3.1-405b", "cs-3", 969, "CS-405B", note="Cerebras Inference, Nov 2024"),
+)
+
+
+def layer_cycles(margs: Any, spec: Any, dtype: torch.dtype, context: int) -> float:
+    """One decoder layer's modeled cycles on one wafer of `spec`: a two-layer minus a one-layer projection (the
+    embedding, the head and the I/O cancel)."""
+    from waferline.cli.emulate_plan import plan
+
+    cycles = []
+    for layers in (1, 2):
+        shaped = dataclasses.replace(margs, n_layers=layers)
+        cycles.append(plan(shaped, spec, dtype, context, wafers=1, spill=False).device.report().cycles_per_token)
+    return cycles[1] - cycles[0]
+
+
+def predict(pair: Pair, dtype: torch.dtype = torch.float16) -> dict[str, Any]:
+    from waferline.cli.emulate_plan import plan, resolve
+    from waferline.hardware.wafer import get_spec
+
+    target, spec = resolve(pair.model), get_spec(pair.wafer)
+    if pair.kind == "layer":
+        per_layer = layer_cycles(target.args, spec, dtype, pair.context)
+        tok_s = spec.clock_hz / (per_layer * target.args.n_layers)
+        wafers = 1
+        published_layer = spec.clock_hz / (pair.published_tok_s * target.args.n_layers)
+        detail = f"layer {per_layer:,.0f} cycles vs {published_layer:,.0f} published"
+    else:
+        planned = plan(target.args, spec, dtype, pair.context, wafers=None, spill=False)
+        tok_s, wafers = planned.device.report().tok_s, planned.wafers
+        us_layer = 1e6 / tok_s / target.args.n_layers
+        published_layer = 1e6 / pair.published_tok_s / target.args.n_layers
+        detail = f"{us_layer:.1f} µs/layer vs {published_layer:.1f} published"
+    error = tok_s / pair.published_tok_s - 1
+    return {**dataclasses.asdict(pair), "predicted_tok_s": tok_s, "wafers": wafers, "error": error,
+            "within_target": abs(error) <= TARGET, "detail": detail}  # fmt: skip
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'model':<20} {'hardware':<15} {'wafers':>6} {'published':>9} {'predicted':>9} {'error':>7}  "
+        f"per layer; source, note"
+    ]
+    for r in rows:
+        mark = "" if r["within_target"] else " *"
+        lines.append(
+            f"{r['model']:<20} {r['wafer']:<15} {r['wafers']:>6} {r['published_tok_s']:>9,.0f} "
+            f"{r['predicted_tok_s']:>9,.0f} {r['error']:>+6.0%}{mark:<2} {r['detail']}; [{r['source']}] {r['note']}"
+        )
+    outside = sum(not r["within_target"] for r in rows)
+    explained = "* outside; docs/wafer-validation.md explains"
+    lines.append(f"{len(rows) - outside} of {len(rows)} within ±{TARGET:.0%} ({explained})")
+    return "\n".join(lines)
+
+
+def validate(as_json: bool) -> int:
+    import json
+
+    rows = [predict(pair) for pair in PAIRS]
+    print(json.dumps(rows, indent=2) if as_json else table(rows))
+    return 0

@@ -1,0 +1,63 @@
+"""`waferline emulate --validate`: predictions beside the published single-stream figures, computed as documented."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from waferline.cli.emulate_plan import plan, resolve
+from waferline.cli.emulate_validate import PAIRS, TARGET, Pair, layer_cycles, predict
+from waferline.cli.main import main
+from waferline.hardware.wafer import get_spec
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def cycles(margs, spec, layers: int) -> float:
+    shaped = dataclasses.replace(margs, n_layers=layers)
+    return plan(shaped, spec, torch.float16, 64, wafers=1, spill=False).device.report().cycles_per_token
+
+
+def test_one_layers_cycles_are_what_each_further_layer_adds():
+    """WaferLLM times one layer and multiplies by the layers: the difference of two projections is that layer's
+    cost alone (embedding, head and I/O cancel), the same whichever two depths are compared."""
+    margs, spec = resolve("tiny").args, get_spec("mini-32x32")
+    one = layer_cycles(margs, spec, torch.float16, 64)
+    assert one == pytest.approx(cycles(margs, spec, 3) - cycles(margs, spec, 2))
+    assert 0 < one < cycles(margs, spec, 1)  # a one-layer token costs its layer plus the embedding, head and I/O
+
+
+def test_a_layer_pair_converts_cycles_at_the_wafers_clock_and_a_decode_pair_projects_the_token():
+    spec = get_spec("mini-32x32")
+    layer = predict(Pair("tiny", "mini-32x32", 5000, "TEST", "layer", 64))
+    margs = resolve("tiny").args
+    per_layer = layer_cycles(margs, spec, torch.float16, 64)
+    assert layer["predicted_tok_s"] == pytest.approx(spec.clock_hz / (per_layer * margs.n_layers))
+    decode = predict(Pair("tiny", "mini-32x32", 5000, "TEST", "decode", 64))
+    assert decode["predicted_tok_s"] == pytest.approx(plan(margs, spec, torch.float16, 64, wafers=None,
+                                                           spill=False).device.report().tok_s)  # fmt: skip
+    for r in (layer, decode):
+        assert r["error"] == pytest.approx(r["predicted_tok_s"] / 5000 - 1)
+        assert r["within_target"] == (abs(r["error"]) <= TARGET)
+
+
+def test_the_waferllm_pairs_time_the_shapes_its_artifact_times():
+    """Decode/WSE-2/model_config/{llama8B,qwen72B}_4k_1_720.json: one head as wide as the model, a 4,320 cache."""
+    shapes = {p.model: resolve(p.model).args for p in PAIRS if p.kind == "layer"}
+    assert {m: (a.dim, a.n_heads, a.head_dim, a.intermediate_size, a.n_layers) for m, a in shapes.items()} == {
+        "waferllm-llama3-8b": (4320, 1, 4320, 14400, 32),
+        "waferllm-qwen2-72b": (8640, 1, 8640, 30240, 80),
+    }
+    assert {p.context + 1 for p in PAIRS if p.kind == "layer"} == {4320}
+    assert {get_spec(p.wafer).clock_hz for p in PAIRS if p.kind == "layer"} == {1.1e9}  # WaferLLM's conversion
+
+
+def test_validate_lists_every_pair(capsys):
+    assert main(["emulate", "--validate", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["model"], r["published_tok_s"]) for r in rows] == [(p.model, p.published_tok_s) for p in PAIRS]
+    assert all(r["predicted_tok_s"] > 0 and r["error"] == pytest.approx(r["predicted_tok_s"] /
+               r["published_tok_s"] - 1) for r in rows)  # fmt: skip
