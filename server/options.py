@@ -84,11 +84,14 @@ class Options:
         machine=True,
     )
     engine_dialect: str = option(
-        "llama-server",
+        "auto",
         ENGINE,
-        "How to speak to `engineUrl`.",
-        choices=("llama-server", "openai", "ollama"),
+        "How to speak to `engineUrl`. With `auto` the server is probed at start (llama-server's `/props`, Ollama's "
+        "`/api/tags`, `/v1/models`) and each dialect it answers is used in that order: an endpoint that answers HTTP "
+        "400, 404, 405 or 501 is given up for the session and the next dialect found answers.",
+        choices=("auto", "llama-server", "openai", "ollama"),
         choice_docs={
+            "auto": "probe the server and use what it answers",
             "llama-server": "llama.cpp's `/infill`, one cache slot per document",
             "openai": "OpenAI-compatible `/v1/completions` (vLLM, llama-server, LM Studio), waferline's FIM text",
             "ollama": "Ollama's `/api/generate` with `raw: true`",
@@ -98,8 +101,8 @@ class Options:
     engine_model: str | None = option(
         None,
         ENGINE,
-        "The model to ask `engineUrl` for (required by Ollama; OpenAI-compatible servers default to the first they "
-        "list; llama-server serves the one it loaded).",
+        "The model to ask `engineUrl` for (Ollama and OpenAI-compatible servers default to the first they list; "
+        "llama-server serves the one it loaded).",
         machine=True,
     )
     engine_fim_template: str = option(

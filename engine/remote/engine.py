@@ -19,24 +19,20 @@ import logging
 import os
 import threading
 from collections.abc import Coroutine
-from typing import Any, Literal
+from typing import Any
 
 from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
-from waferline.engine.remote.llama_server import LlamaServer
-from waferline.engine.remote.ollama import Ollama
-from waferline.engine.remote.openai import OpenAICompletions
+from waferline.engine.remote.probe import DIALECTS, Connected, Dialect, connect, refused
 from waferline.engine.remote.stream import RemoteError
 
 log = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
 
-Dialect = Literal["llama-server", "openai", "ollama"]
-DIALECTS: tuple[Dialect, ...] = ("llama-server", "openai", "ollama")
 API_KEY_ENV = "WAFERLINE_ENGINE_API_KEY"  # read from the environment only: never a setting a workspace could carry
-DEFAULT_CONTEXT_TOKENS = 4096  # when the server does not say (OpenAI-compatible servers, Ollama)
 CHARS_PER_TOKEN = 3.0  # code in the BPE vocabularies of code models: a cautious figure, the server counts exactly
 POLL_S = 0.01
-DEFAULT_FIM = "qwen2.5-coder"  # the FIM family assumed for OpenAI-compatible and Ollama servers unless told
+
+__all__ = ["DIALECTS", "Dialect", "EngineUnavailable", "RemoteEngine"]
 
 
 class EngineUnavailable(ValueError):
@@ -48,36 +44,29 @@ class RemoteEngine:
                  connect_timeout_s: float = 2.0, read_timeout_s: float = 10.0) -> None:  # fmt: skip
         if dialect not in DIALECTS:
             raise ValueError(f"unknown engine dialect {dialect!r}; choose {', '.join(DIALECTS)}")
-        self.dialect, self.url = dialect, url
+        self.url = url
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="waferline-remote", daemon=True)
         self._thread.start()
         self._reported: set[str] = set()
+        self._chain: list[Connected] = []  # the dialects to use, first first; a refused one is dropped for good
+        self._dropped: list[Connected] = []
         kw: dict[str, Any] = dict(
             api_key=os.environ.get(API_KEY_ENV) or None,
             connect_timeout_s=connect_timeout_s,
             read_timeout_s=read_timeout_s,
         )
-
-        async def connect() -> tuple[Any, int, str]:
-            if dialect == "llama-server":
-                server = LlamaServer(url, fim_template=fim_template, **kw)
-                props = await server.probe()
-                return server, props.context_tokens, props.model
-            if dialect == "openai":
-                openai = OpenAICompletions(url, family=fim_template or DEFAULT_FIM, model=model, **kw)
-                return openai, DEFAULT_CONTEXT_TOKENS, await openai.probe()
-            if not model:
-                raise ValueError("the ollama dialect needs the model's name (engineModel)")
-            ollama = Ollama(url, model=model, family=fim_template or DEFAULT_FIM, **kw)
-            await ollama.probe()
-            return ollama, DEFAULT_CONTEXT_TOKENS, model
-
         try:
-            self._client, self.context_tokens, self.model = self._run(connect())
+            self._chain = self._run(connect(dialect, url, model=model, fim_template=fim_template, **kw))
         except BaseException:
             self.close()
             raise
+        self.context_tokens, self.model = self._chain[0].context_tokens, self._chain[0].model
+
+    @property
+    def dialect(self) -> str:
+        """The dialect requests go to now (with `auto`: the first found that has not refused one)."""
+        return self._chain[0].dialect
 
     def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -86,15 +75,16 @@ class RemoteEngine:
         """Close the client and stop the loop thread (the server drops an engine when the options change)."""
         if self._loop.is_closed():
             return
-        client = getattr(self, "_client", None)
-        if client is not None and self._loop.is_running():
-            asyncio.run_coroutine_threadsafe(client.aclose(), self._loop).result(timeout=5)
+        clients = [c.client for c in [*self._chain, *self._dropped]]
+        if clients and self._loop.is_running():
+            for client in clients:
+                asyncio.run_coroutine_threadsafe(client.aclose(), self._loop).result(timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._loop.close()
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
-        future = asyncio.run_coroutine_threadsafe(self._client.complete(request, should_cancel), self._loop)
+        future = asyncio.run_coroutine_threadsafe(self._serve(request, should_cancel), self._loop)
         while True:
             try:
                 return future.result(timeout=POLL_S)
@@ -109,6 +99,20 @@ class RemoteEngine:
                     self._reported.add(str(e))
                     log.warning("remote engine: %s", e)
                 raise EngineUnavailable(str(e)) from None
+
+    async def _serve(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        """On the loop: ask the first dialect of the chain; one that refuses the endpoint (engine/remote/probe.py's
+        `refused`) is dropped for the rest of the session and the next one is asked."""
+        while True:
+            current = self._chain[0]
+            try:
+                return await current.client.complete(request, should_cancel)
+            except RemoteError as e:
+                if len(self._chain) == 1 or not refused(e):
+                    raise
+                if self._chain[0] is current:  # not already dropped by a concurrent request
+                    self._dropped.append(self._chain.pop(0))
+                    log.warning("remote engine: %s; using %s from now on", e, self._chain[0].dialect)
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         raise ChatUnsupported(f"the {self.dialect} engine serves completions only (chat is not routed remotely yet)")

@@ -32,6 +32,11 @@ class ServerProps:
     context_tokens: int  # n_ctx of a slot
     slots: int
     model: str
+    # The chat template llama-server applies (the GGUF's `tokenizer.chat_template`, or its own chatml when the file
+    # has none), with the model's BOS and EOS text: what waferline renders chat prompts with for `/completion`.
+    chat_template: str = ""
+    bos_token: str = ""
+    eos_token: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,10 @@ class LlamaServer(HttpEngine):
         try:
             assert isinstance(settings, dict)
             props = ServerProps(
-                context_tokens=int(settings["n_ctx"]), slots=int(data["total_slots"]), model=str(data["model_path"])
-            )
+                context_tokens=int(settings["n_ctx"]), slots=int(data["total_slots"]), model=str(data["model_path"]),
+                chat_template=str(data.get("chat_template") or ""), bos_token=str(data.get("bos_token") or ""),
+                eos_token=str(data.get("eos_token") or ""),
+            )  # fmt: skip
         except (AssertionError, KeyError, TypeError, ValueError):
             raise RemoteError(f"{self.url}/props is not llama-server's (no n_ctx, total_slots, model_path)") from None
         self.props = props

@@ -22,9 +22,10 @@ DONE = {"stop": "stop_token", "length": "max_tokens"}
 
 
 class Ollama(HttpEngine):
-    """An Ollama server at `url` (e.g. http://127.0.0.1:11434) running `model`, of FIM `family`."""
+    """An Ollama server at `url` (e.g. http://127.0.0.1:11434) running `model` (None: the first it lists), of FIM
+    `family`."""
 
-    def __init__(self, url: str, *, model: str, family: str = "qwen2.5-coder", **kw: Any) -> None:
+    def __init__(self, url: str, *, model: str | None, family: str = "qwen2.5-coder", **kw: Any) -> None:
         super().__init__(url, **kw)
         if family not in FAMILIES:
             raise ValueError(f"unknown FIM template {family!r}; known: {', '.join(FAMILIES)}")
@@ -33,7 +34,12 @@ class Ollama(HttpEngine):
     async def probe(self) -> list[str]:
         """GET /api/tags: the models Ollama has; a RemoteError naming them when the configured one is not there."""
         data = await self.get_json("/api/tags")
-        names = [str(m.get("name")) for m in data.get("models") or [] if isinstance(m, dict)]
+        models = data.get("models")
+        if not isinstance(models, list):
+            raise RemoteError(f"{self.url}/api/tags is not Ollama's (no models list)")
+        names = [str(m.get("name")) for m in models if isinstance(m, dict) and m.get("name")]
+        if self.model is None and names:
+            self.model = names[0]
         if self.model not in names and f"{self.model}:latest" not in names:
             raise RemoteError(f"{self.url} has no model {self.model!r} (it has {', '.join(names) or 'none'})")
         return names

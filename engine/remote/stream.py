@@ -13,7 +13,12 @@ from waferline.engine.api import Completion, EditRequest, ShouldCancel
 
 class RemoteError(OSError):
     """The remote engine could not answer: unreachable, timed out, an HTTP error, or a stream that is not its
-    dialect. The message names the URL and the reason."""
+    dialect. The message names the URL and the reason; `status` is the HTTP status of an error answer, and `reached`
+    says whether the server answered at all (False: nothing listens, a timeout, the connection cut mid-answer)."""
+
+    def __init__(self, message: str, *, status: int | None = None, reached: bool = True) -> None:
+        super().__init__(message)
+        self.status, self.reached = status, reached
 
 
 @dataclass
@@ -65,7 +70,7 @@ async def follow(
         if ended:
             break
     if not ended:
-        raise RemoteError(f"{where}: the stream ended without its last event")
+        raise RemoteError(f"{where}: the stream ended without its last event", reached=False)
     end = time.perf_counter()
     cached = last.cached_tokens or 0
     prompt = last.prompt_tokens if last.prompt_tokens is not None else cached
