@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import threading
@@ -41,10 +42,12 @@ class EngineUnavailable(ValueError):
 
 class RemoteEngine:
     def __init__(self, dialect: Dialect, url: str, *, model: str | None = None, fim_template: str | None = None,
-                 connect_timeout_s: float = 2.0, read_timeout_s: float = 10.0) -> None:  # fmt: skip
+                 chat: bool = False, connect_timeout_s: float = 2.0, read_timeout_s: float = 10.0) -> None:  # fmt: skip
+        """`chat`: the model follows instructions, so chat requests go to it (the server for chat-style work);
+        False for a completion model, whose `chat` raises ChatUnsupported."""
         if dialect not in DIALECTS:
             raise ValueError(f"unknown engine dialect {dialect!r}; choose {', '.join(DIALECTS)}")
-        self.url = url
+        self.url, self.serves_chat = url, chat
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="waferline-remote", daemon=True)
         self._thread.start()
@@ -84,6 +87,15 @@ class RemoteEngine:
         self._loop.close()
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        return self._wait(request, should_cancel)
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        if not self.serves_chat:
+            raise ChatUnsupported(f"the {self.dialect} engine at {self.url} serves completions only")
+        room = max(int(self.context_tokens * CHARS_PER_TOKEN) - int(request.max_new_tokens * CHARS_PER_TOKEN), 256)
+        return self._wait(dataclasses.replace(request, messages=fit_messages(request.messages, room)), should_cancel)
+
+    def _wait(self, request: EditRequest | ChatRequest, should_cancel: ShouldCancel) -> Completion:
         future = asyncio.run_coroutine_threadsafe(self._serve(request, should_cancel), self._loop)
         while True:
             try:
@@ -100,12 +112,14 @@ class RemoteEngine:
                     log.warning("remote engine: %s", e)
                 raise EngineUnavailable(str(e)) from None
 
-    async def _serve(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+    async def _serve(self, request: EditRequest | ChatRequest, should_cancel: ShouldCancel) -> Completion:
         """On the loop: ask the first dialect of the chain; one that refuses the endpoint (engine/remote/probe.py's
         `refused`) is dropped for the rest of the session and the next one is asked."""
         while True:
             current = self._chain[0]
             try:
+                if isinstance(request, ChatRequest):
+                    return await current.client.chat(request, should_cancel)
                 return await current.client.complete(request, should_cancel)
             except RemoteError as e:
                 if len(self._chain) == 1 or not refused(e):
@@ -114,15 +128,23 @@ class RemoteEngine:
                     self._dropped.append(self._chain.pop(0))
                     log.warning("remote engine: %s; using %s from now on", e, self._chain[0].dialect)
 
-    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        raise ChatUnsupported(f"the {self.dialect} engine serves completions only (chat is not routed remotely yet)")
-
     def context_chars(self, max_new_tokens: int) -> int:
         room = max(self.context_tokens - max_new_tokens - 16, 64)
         return int(room * CHARS_PER_TOKEN)
 
     def describe(self) -> EngineInfo:
-        return EngineInfo(description=f"{self.model} via {self.dialect} at {self.url}", can_chat=False)
+        return EngineInfo(description=f"{self.model} via {self.dialect} at {self.url}", can_chat=self.serves_chat)
 
     def drop_session(self, session_id: str) -> None:
         """Nothing kept here: the server's cache slots are its own."""
+
+
+def fit_messages(messages: list[dict[str, str]], room_chars: int) -> list[dict[str, str]]:
+    """The messages within `room_chars` characters: the last one (the question and its evidence) shortened from its
+    end if needed, as the local engine shortens it by tokens; the server counts exactly and refuses what is left."""
+    total = sum(len(m["content"]) for m in messages)
+    if total <= room_chars or not messages:
+        return messages
+    last = messages[-1]
+    keep = max(len(last["content"]) - (total - room_chars), 0)
+    return [*messages[:-1], {**last, "content": last["content"][:keep] + "\n[...]"}]

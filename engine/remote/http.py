@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.api import ChatRequest, Completion, EditRequest, ShouldCancel
 from waferline.engine.remote.sse import Events, StreamError, json_events
 from waferline.engine.remote.stream import Parse, RemoteError, follow
 
@@ -45,8 +45,8 @@ class HttpEngine:
         return data
 
     async def stream(
-        self, path: str, body: dict[str, Any], parse: Parse, request: EditRequest, should_cancel: ShouldCancel,
-        events: Events = json_events,
+        self, path: str, body: dict[str, Any], parse: Parse, request: EditRequest | ChatRequest,
+        should_cancel: ShouldCancel, events: Events = json_events,
     ) -> Completion:  # fmt: skip
         """POST `body` to `path` and follow the stream (`events`: server-sent events, or `json_lines`); leaving this
         closes the connection, which is what tells the server to stop decoding."""

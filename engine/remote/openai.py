@@ -1,5 +1,6 @@
 """OpenAI-compatible servers (vLLM, llama-server's `/v1`, LM Studio, ...) as an engine: `/v1/completions` with the
-fill-in-the-middle prompt written by waferline, streamed.
+fill-in-the-middle prompt written by waferline, and `/v1/chat/completions` for chat requests (the server applies the
+model's chat template), both streamed.
 
 vLLM refuses the `suffix` field and llama-server ignores it, so the FIM layout is laid out here as text in the
 model family's own control tokens (engine/fim.py's FAMILIES; the server parses them as special tokens), and the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.api import ChatRequest, Completion, EditRequest, ShouldCancel
 from waferline.engine.fim import FAMILIES, Order
 from waferline.engine.remote.http import HttpEngine, number
 from waferline.engine.remote.stream import Piece, RemoteError
@@ -69,14 +70,39 @@ class OpenAICompletions(HttpEngine):
         }  # fmt: skip
         return await self.stream("/v1/completions", body, parse_chunk, request, should_cancel)
 
+    async def chat(self, request: ChatRequest, should_cancel: ShouldCancel = lambda: False) -> Completion:
+        """The assistant's reply through `/v1/chat/completions`: the server renders the messages with the model's
+        chat template (vLLM refuses a model that has none)."""
+        if self.model is None:
+            await self.probe()
+        body: dict[str, Any] = {
+            "model": self.model, "messages": request.messages, "max_tokens": request.max_new_tokens,
+            "temperature": max(request.temperature, 0.0), "stream": True, "stream_options": {"include_usage": True},
+        }  # fmt: skip
+        return await self.stream("/v1/chat/completions", body, parse_chat_chunk, request, should_cancel)
+
 
 def parse_chunk(chunk: dict[str, Any]) -> Piece:
     """One streamed `/v1/completions` chunk: text and log-probabilities of its choice, the finish reason, usage."""
+    return _parse(chunk, chat=False)
+
+
+def parse_chat_chunk(chunk: dict[str, Any]) -> Piece:
+    """One streamed `/v1/chat/completions` chunk: its choice's `delta.content` (the first chunk may carry only the
+    role, the last only the finish reason), then the usage chunk."""
+    return _parse(chunk, chat=True)
+
+
+def _parse(chunk: dict[str, Any], *, chat: bool) -> Piece:
     piece = Piece()
     choices = chunk.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         choice = choices[0]
-        piece.text = str(choice.get("text") or "")
+        if chat:
+            delta = choice.get("delta")
+            piece.text = str(delta.get("content") or "") if isinstance(delta, dict) else ""
+        else:
+            piece.text = str(choice.get("text") or "")
         lp = choice.get("logprobs")
         if isinstance(lp, dict):
             if isinstance(lp.get("token_logprobs"), list):  # OpenAI's legacy layout (vLLM)

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.api import ChatRequest, Completion, EditRequest, ShouldCancel
 
 
 class RemoteError(OSError):
@@ -36,10 +36,12 @@ Parse = Callable[[dict], Piece]
 
 
 async def follow(
-    events: AsyncIterator[dict], parse: Parse, request: EditRequest, should_cancel: ShouldCancel, where: str
-) -> Completion:
+    events: AsyncIterator[dict], parse: Parse, request: EditRequest | ChatRequest, should_cancel: ShouldCancel,
+    where: str,
+) -> Completion:  # fmt: skip
     """Read `events` into a Completion; see the module docstring. A stream that ends without its last event is a
     RemoteError: the answer is not known to be whole."""
+    should_stop = request.should_stop if isinstance(request, EditRequest) else None
     t0 = time.perf_counter()
     deadline = None if request.time_budget_s is None else t0 + request.time_budget_s
     text, logprobs, stop_reason = "", [], "cancelled"
@@ -63,7 +65,7 @@ async def follow(
             break
         if should_cancel():
             stop_reason, ended = "cancelled", True
-        elif request.should_stop is not None and request.should_stop(text):
+        elif should_stop is not None and should_stop(text):
             stop_reason, ended = "stop_rule", True
         elif deadline is not None and time.perf_counter() > deadline:
             stop_reason, ended = "time_budget", True
