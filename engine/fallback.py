@@ -6,7 +6,12 @@ asked again, so that a server that is down costs one failed connection per `retr
 the primary could not be reached at all when the engine was built, `primary` is None and every request goes to the
 fallback (the server reports why; changing the engine options tries again). Chat requests go to whichever engine
 can chat. The reason the primary is not used is kept in `describe()`; each answer the fallback gives is marked in its
-timings, which `waferline/stats` counts as `fallback_answers`.
+timings, which `waferline/stats` counts as `fallback_answers`. A request goes to the lane of the engine that will
+answer it (engine/api.py `Engine.lane`); should the primary fail mid-request, the fallback answers on the primary's
+lane, which the local engine allows (one call at a time, from whichever thread).
+
+`Unavailable` stands in for an engine that could not be built and has no fallback behind it (a remote chat engine
+down at start), so that the rest of the server works: its requests are answered empty, its chat refused with why.
 """
 
 from __future__ import annotations
@@ -15,7 +20,16 @@ import logging
 import time
 from typing import Any
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
+from waferline.engine.api import (
+    ENGINE_LANE,
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    Engine,
+    EngineInfo,
+    ShouldCancel,
+)
 from waferline.engine.remote.engine import EngineUnavailable
 
 log = logging.getLogger(__name__)
@@ -31,29 +45,47 @@ class FallbackEngine:
         self.down_reason = reason if primary is None else None
         self._down_until = 0.0
 
+    def _primary_for(self, request: EditRequest | ChatRequest) -> Any | None:
+        """The primary engine when it is to be asked for this request (up, and able to chat for a chat request)."""
+        if self.primary is None or time.monotonic() < self._down_until:
+            return None
+        if isinstance(request, ChatRequest) and not self.primary.describe().can_chat:
+            return None
+        return self.primary
+
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        primary = self._primary_for(request)
+        return primary.lane(request, key) if primary is not None else self.fallback.lane(request, key)
+
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
-        if self.primary is not None and time.monotonic() >= self._down_until:
+        if (primary := self._primary_for(request)) is not None:
             try:
-                completion: Completion = self.primary.complete(request, should_cancel)
+                completion: Completion = primary.complete(request, should_cancel)
                 self.down_reason = None
                 return completion
             except EngineUnavailable as e:
-                self._down_until = time.monotonic() + self.retry_s
-                if self.down_reason != str(e):
-                    log.warning("remote engine unavailable, the local model answers for %.0f s: %s", self.retry_s, e)
-                self.down_reason = str(e)
+                self._went_down(e)
         completion = self.fallback.complete(request, should_cancel)
         completion.timings["fallback"] = 1.0  # counted as `fallback_answers` in waferline/stats
         return completion
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        if self.primary is not None and self.primary.describe().can_chat:
+        if (primary := self._primary_for(request)) is not None:
             try:
-                completion: Completion = self.primary.chat(request, should_cancel)
+                completion: Completion = primary.chat(request, should_cancel)
+                self.down_reason = None
                 return completion
-            except (EngineUnavailable, ChatUnsupported):
-                pass
-        return self.fallback.chat(request, should_cancel)
+            except EngineUnavailable as e:
+                self._went_down(e)
+        completion = self.fallback.chat(request, should_cancel)
+        completion.timings["fallback"] = 1.0
+        return completion
+
+    def _went_down(self, e: EngineUnavailable) -> None:
+        self._down_until = time.monotonic() + self.retry_s
+        if self.down_reason != str(e):
+            log.warning("remote engine unavailable, the local model answers for %.0f s: %s", self.retry_s, e)
+        self.down_reason = str(e)
 
     def context_chars(self, max_new_tokens: int) -> int | None:
         """The smaller of the two windows, so that a prompt planned for one fits the other."""
@@ -79,3 +111,28 @@ class FallbackEngine:
     def close(self) -> None:
         if self.primary is not None and hasattr(self.primary, "close"):
             self.primary.close()
+
+
+class Unavailable:
+    """See the module docstring: an engine that could not be built, standing in so that the rest works."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        return Completion(text="", stop_reason="unavailable")
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        raise ChatUnsupported(self.reason)
+
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        return None
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(f"unavailable ({self.reason})", can_chat=False, warning=self.reason)
+
+    def drop_session(self, session_id: str) -> None:
+        """Nothing kept."""
+
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        return ENGINE_LANE

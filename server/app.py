@@ -23,6 +23,7 @@ from waferline.engine.api import Engine
 from waferline.server import memory, params
 from waferline.server.background import Background
 from waferline.server.document import Document, readable, readable_change
+from waferline.server.engines import build_engine
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
 from waferline.server.option_parsing import ENGINE_OPTIONS, parse_options
@@ -31,7 +32,7 @@ from waferline.server.protocol import WaferlineProtocol
 from waferline.server.repository.workspace import Indexing
 from waferline.server.stats import Stats
 from waferline.server.text import PositionError, TextChange
-from waferline.server.worker import Worker, build_engine
+from waferline.server.worker import Worker
 
 log = logging.getLogger(__name__)
 

@@ -116,6 +116,54 @@ class Options:
         choices=("auto", "qwen2.5-coder", "waferline", "starcoder2", "deepseek-coder", "codellama"),
         machine=True,
     )
+    chat_engine: str = option(
+        "same",
+        ENGINE,
+        "Which engine serves chat-style work: hover summaries, `waferline/ask` and code actions (their "
+        "fill-in-the-middle and their instructions alike), independently of the engine of inline completions. A "
+        "remote chat engine is taken to follow instructions (ask and the rewrite action use it); with "
+        "`engineFallback` the local model answers when it cannot. See docs/remote.md.",
+        choices=("same", "local", "remote"),
+        choice_docs={
+            "same": "the engine of inline completions (`engineUrl`, or the local model)",
+            "local": "the local model `chatModel` (or `model`), also when completions come from `engineUrl`",
+            "remote": "the server at `chatEngineUrl`",
+        },
+    )
+    chat_model: str | None = option(
+        None,
+        ENGINE,
+        "The local model for chat-style work (as `model` names one): a larger or instruction-following model beside "
+        "the small one that types. `null`: the `model` option's, loaded once for both.",
+    )
+    chat_engine_url: str | None = option(
+        None,
+        ENGINE,
+        "With `chatEngine: remote`: the base URL of the server for chat-style work (as `engineUrl`; it may be the "
+        "same server). Code is sent only there. In VS Code a machine setting.",
+        machine=True,
+    )
+    chat_engine_dialect: str = option(
+        "auto",
+        ENGINE,
+        "How to speak to `chatEngineUrl` (as `engineDialect`).",
+        choices=("auto", "llama-server", "openai", "ollama"),
+        machine=True,
+    )
+    chat_engine_model: str | None = option(
+        None,
+        ENGINE,
+        "The model to ask `chatEngineUrl` for (as `engineModel`).",
+        machine=True,
+    )
+    chat_engine_fim_template: str = option(
+        "auto",
+        ENGINE,
+        "The fill-in-the-middle layout of the chat engine's model, for hover summaries and code actions that fill in "
+        "code (as `engineFimTemplate`).",
+        choices=("auto", "qwen2.5-coder", "waferline", "starcoder2", "deepseek-coder", "codellama"),
+        machine=True,
+    )
     backend: str = option(
         "cpu",
         ENGINE,

@@ -1,10 +1,11 @@
 """The server's handle on the engine: a request goes in, a Completion comes out, off the event loop.
 
 This module is the adapter between the LSP side (which thinks in text, cursors and syntax) and the engine behind
-the `Engine` interface (engine/api.py). Each request is one job on the engine's single-threaded queue
-(engine/jobs.py) that calls `Engine.complete` or `Engine.chat`, under a key: a newer request for the same key
-supersedes the older one between tokens, and a `$/cancelRequest` (which cancels the awaiting task) stops the
-generation too. Every call returns: a Completion, or None when superseded or cancelled.
+the `Engine` interface (engine/api.py). Each request is one job on the engine's queue (engine/jobs.py) that calls
+`Engine.complete` or `Engine.chat`, under a key, on the lane the engine names for it (the engine thread for the
+local model; a lane per document for a remote one): a newer request for the same key supersedes the older one
+between tokens, and a `$/cancelRequest` (which cancels the awaiting task) stops the generation too. Every call
+returns: a Completion, or None when superseded or cancelled.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Callable
 
 from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
 from waferline.engine.jobs import Job, JobQueue
-from waferline.server.options import Options
 from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class Worker:
         self._ready.clear()
 
         def work(_cancel: Callable[[], bool]) -> str:
+            self._jobs.quiesce()  # requests on other lanes (a remote engine's) end before their engine closes
             if (close := getattr(self._engine, "close", None)) is not None:
                 close()  # a remote engine's client and loop thread
             self._engine, self._info, self.load_error = None, None, None
@@ -114,7 +115,7 @@ class Worker:
             def call(cancel: ShouldCancel, request: EditRequest = request) -> Completion:
                 return run(prepare(request), cancel)
 
-        job = self._jobs.submit(key, call, idle=idle)
+        job = self._jobs.submit(key, call, idle=idle, lane=engine.lane(request, key))
         try:
             completion = await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
@@ -131,6 +132,8 @@ class Worker:
             done.queue_s = _queue_s(job)
             if done.timings.get("fallback"):
                 self.stats.count_shed("fallback_answers")
+            if method == "chat" or (isinstance(request, EditRequest) and request.route == "chat"):
+                self.stats.count_shed("chat_generations")
             self.stats.add_generation(
                 prompt_tokens=done.prompt_tokens,
                 prefilled_tokens=done.prefilled_tokens,
@@ -161,6 +164,10 @@ class Worker:
             return self._info.description
         return f"failed to load: {self.load_error}" if self.load_error else "no engine loaded"
 
+    def describe_chat(self) -> str:
+        """The engine of chat-style work: its own description when the options route it elsewhere."""
+        return self._info.chat or self.describe() if self._info is not None else self.describe()
+
     def busy(self) -> bool:
         return self._jobs.pending() > 0
 
@@ -180,39 +187,3 @@ class Worker:
 
 def _queue_s(job: Job) -> float:
     return (job.started_at or job.submitted_at) - job.submitted_at
-
-
-def build_engine(options: Options) -> Engine:
-    """The engine the options ask for: a remote server (`engineUrl`, with the local model behind it unless
-    `engineFallback` is off) or the local model."""
-    if not options.engine_url:
-        return _local_engine(options)
-    from waferline.engine.fallback import FallbackEngine
-    from waferline.engine.remote.engine import RemoteEngine
-    from waferline.engine.remote.stream import RemoteError
-
-    try:
-        remote = RemoteEngine(
-            options.engine_dialect,  # type: ignore[arg-type]  # one of DIALECTS: the option's choices
-            options.engine_url,
-            model=options.engine_model,
-            fim_template=None if options.engine_fim_template == "auto" else options.engine_fim_template,
-        )
-    except RemoteError as e:
-        if not options.engine_fallback:
-            raise
-        return FallbackEngine(None, _local_engine(options), reason=str(e))
-    return FallbackEngine(remote, _local_engine(options)) if options.engine_fallback else remote
-
-
-def _local_engine(options: Options) -> Engine:
-    from waferline.engine.local import LocalEngine
-
-    return LocalEngine.load(
-        options.model,
-        backend=options.backend,
-        weights=options.dtype,
-        kv_cache_mb=options.kv_cache_mb,
-        threads=options.threads,
-        speculate=options.speculate,
-    )

@@ -32,6 +32,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reques
 API_KEY_ENV = "WAFERLINE_ENGINE_API_KEY"  # read from the environment only: never a setting a workspace could carry
 CHARS_PER_TOKEN = 3.0  # code in the BPE vocabularies of code models: a cautious figure, the server counts exactly
 POLL_S = 0.01
+CLOSE_WAIT_S = 2.0  # at most, for a cancelled request's stream to close before its lane moves on
 
 __all__ = ["DIALECTS", "Dialect", "EngineUnavailable", "RemoteEngine"]
 
@@ -51,7 +52,8 @@ class RemoteEngine:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="waferline-remote", daemon=True)
         self._thread.start()
-        self._reported: set[str] = set()
+        self._reported: set[str] = set()  # reasons logged already (from several lanes' threads)
+        self._report_lock = threading.Lock()
         self._chain: list[Connected] = []  # the dialects to use, first first; a refused one is dropped for good
         self._dropped: list[Connected] = []
         kw: dict[str, Any] = dict(
@@ -95,20 +97,39 @@ class RemoteEngine:
         room = max(int(self.context_tokens * CHARS_PER_TOKEN) - int(request.max_new_tokens * CHARS_PER_TOKEN), 256)
         return self._wait(dataclasses.replace(request, messages=fit_messages(request.messages, room)), should_cancel)
 
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        """One lane per document (or kind of model task): documents wait on the network side by side, and each has
+        at most one request upstream, since a call returns only once its stream is closed."""
+        return f"{self.url} {key}"
+
     def _wait(self, request: EditRequest | ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        future = asyncio.run_coroutine_threadsafe(self._serve(request, should_cancel), self._loop)
+        """Run the request on the loop and wait for it here, on the caller's lane, polling `should_cancel`. A
+        cancelled request returns only once its task has unwound (its stream closed), so that the lane's next
+        request never overlaps it upstream."""
+        unwound = threading.Event()
+
+        async def serve() -> Completion:
+            try:
+                return await self._serve(request, should_cancel)
+            finally:
+                unwound.set()
+
+        future = asyncio.run_coroutine_threadsafe(serve(), self._loop)
         while True:
             try:
                 return future.result(timeout=POLL_S)
             except concurrent.futures.TimeoutError:
                 if should_cancel():
                     future.cancel()  # cancels the task: the stream is closed as it unwinds
+                    unwound.wait(CLOSE_WAIT_S)
                     return Completion(text="", stop_reason="cancelled")
             except concurrent.futures.CancelledError:
                 return Completion(text="", stop_reason="cancelled")
             except RemoteError as e:
-                if str(e) not in self._reported:
+                with self._report_lock:
+                    first = str(e) not in self._reported
                     self._reported.add(str(e))
+                if first:
                     log.warning("remote engine: %s", e)
                 raise EngineUnavailable(str(e)) from None
 

@@ -227,7 +227,10 @@ export class WaferlineClient implements vscode.Disposable {
       this.status.setState(completionsEnabled() ? 'ready' : 'disabled');
     }
     // Changing the model or backend reloads the engine: show "starting" until the new one answers.
-    const reloads = ['model', 'backend', 'dtype', 'threads', 'kvCacheMb', 'engineUrl', 'engineDialect', 'engineModel', 'engineFimTemplate', 'engineFallback'].some((name) =>
+    const reloads = [
+      'model', 'backend', 'dtype', 'threads', 'kvCacheMb', 'engineUrl', 'engineDialect', 'engineModel', 'engineFimTemplate',
+      'engineFallback', 'chatEngine', 'chatModel', 'chatEngineUrl', 'chatEngineDialect', 'chatEngineModel', 'chatEngineFimTemplate',
+    ].some((name) =>
       e.affectsConfiguration(`${SECTION}.${name}`),
     );
     const client = this.running;
