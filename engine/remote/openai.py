@@ -47,16 +47,19 @@ class OpenAICompletions(HttpEngine):
             raise ValueError(f"unknown FIM template {family!r}; known: {', '.join(FAMILIES)}")
         self.family = family
         self.model = model
+        self.context_tokens: int | None = None  # as /v1/models says, when it does
 
     async def probe(self) -> str:
-        """GET /v1/models: the model to name in requests (the configured one, which must be served, or the first)."""
+        """GET /v1/models: the model to name in requests (the configured one, which must be served, or the first),
+        and its context when the server says (vLLM's `max_model_len`)."""
         data = await self.get_json("/v1/models")
-        served = [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")]
-        if not served:
+        cards = {str(m["id"]): m for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")}
+        if not cards:
             raise RemoteError(f"{self.url}/v1/models lists no model")
-        if self.model is not None and self.model not in served:
-            raise RemoteError(f"{self.url} does not serve {self.model!r} (it serves {', '.join(served)})")
-        self.model = self.model or served[0]
+        if self.model is not None and self.model not in cards:
+            raise RemoteError(f"{self.url} does not serve {self.model!r} (it serves {', '.join(cards)})")
+        self.model = self.model or next(iter(cards))
+        self.context_tokens = number(cards[self.model].get("max_model_len"))
         return self.model
 
     async def complete(self, request: EditRequest, should_cancel: ShouldCancel = lambda: False) -> Completion:

@@ -73,7 +73,7 @@ async def connect_one(
         except BaseException:
             await openai.aclose()
             raise
-        return Connected(dialect, openai, DEFAULT_CONTEXT_TOKENS, served)
+        return Connected(dialect, openai, openai.context_tokens or DEFAULT_CONTEXT_TOKENS, served)
     if dialect == "ollama":
         ollama = Ollama(url, model=model, family=fim_template or DEFAULT_FIM, **kw)
         try:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -147,3 +148,15 @@ def sse(*events: dict[str, Any], done: bool = True) -> list[bytes]:
 def ndjson(*objects: dict[str, Any]) -> list[bytes]:
     """Newline-delimited JSON, one chunk per object (Ollama's streams)."""
     return [json.dumps(o).encode() + b"\n" for o in objects]
+
+
+def recorded(fixture: Path, *names: str) -> dict[tuple[str, str], Route]:
+    """Routes replaying the named exchanges of a recorded fixture (tests/engine/fixtures/remote/*.json): each one's
+    status, content type and body (or chunks, sent one by one)."""
+    exchanges = json.loads(fixture.read_text(encoding="utf-8"))["exchanges"]
+    routes: dict[tuple[str, str], Route] = {}
+    for name in names:
+        x = exchanges[name]
+        chunks = [c.encode() for c in x["chunks"]] if "chunks" in x else [x["body"].encode()]
+        routes[(x["method"], x["path"])] = Reply(x["status"], chunks, x["content_type"])
+    return routes
