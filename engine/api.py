@@ -88,6 +88,9 @@ class Completion:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     draft_sources: dict[str, list[int]] = field(default_factory=dict)
+    # Why the engine the options named could not answer this request (a remote engine down): the answer came from
+    # the local fallback, or is empty. None when it answered. The server shows the engine's state from it.
+    unavailable: str | None = None
 
     @property
     def tokens_per_step(self) -> float:
@@ -109,6 +112,11 @@ class EngineInfo:
 
 class ChatUnsupported(ValueError):
     """The engine cannot follow instructions: a completion-only model has no chat template."""
+
+
+class EngineUnavailable(ValueError):
+    """The engine could not answer this request: a remote one unreachable, timed out, answering an HTTP error or a
+    malformed stream. The message names the server and the reason (never an API key)."""
 
 
 class Engine(Protocol):

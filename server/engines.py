@@ -3,8 +3,9 @@
 Inline completions come from the local model, or from `engineUrl` with the local model behind it
 (`engineFallback`); chat-style work (hover summaries, `waferline/ask`, code actions) from the same engine, the local
 `chatModel`, or `chatEngineUrl` (`chatEngine`), joined by engine/routing.py. A local model both need is loaded once.
-A remote completion engine that cannot be reached fails the load unless the local model is its fallback; a remote
-chat engine that cannot be reached never takes inline completions down with it.
+A remote completion engine that cannot be reached fails the load unless the local model is its fallback (which then
+answers while the remote one is built again in the background); a remote chat engine that cannot be reached never
+takes inline completions down with it.
 """
 
 from __future__ import annotations
@@ -61,18 +62,21 @@ def _remote_or_local(
     from waferline.engine.remote.engine import RemoteEngine
     from waferline.engine.remote.stream import RemoteError
 
-    try:
-        remote = RemoteEngine(
+    def connect() -> RemoteEngine:
+        return RemoteEngine(
             dialect,  # type: ignore[arg-type]  # one of DIALECTS: the option's choices
             url,
             model=model,
             fim_template=None if fim_template == "auto" else fim_template,
             chat=chat,
         )
+
+    try:
+        remote = connect()
     except RemoteError as e:
         if not options.engine_fallback:
             raise
-        return FallbackEngine(None, local(), reason=str(e))
+        return FallbackEngine(None, local(), reason=str(e), connect=connect)  # tried again in the background
     return FallbackEngine(remote, local()) if options.engine_fallback else remote
 
 

@@ -187,7 +187,9 @@ def create_server(
 
     @server.feature(STATS_METHOD)
     def stats(ls: WaferlineServer, params: Any) -> dict[str, Any]:
-        return {**ls.stats.snapshot(), "engine": ls.worker.describe(), "chat_engine": ls.worker.describe_chat()}
+        state = ls.engine_state()
+        return {**ls.stats.snapshot(), "engine": state["engine"], "chat_engine": state["chatEngine"],
+                "engine_state": state["state"], "engine_problems": state["problems"]}  # fmt: skip
 
     @server.feature(DOCUMENT_METHOD)
     def document_state(ls: WaferlineServer, params: Any) -> dict[str, Any]:

@@ -15,8 +15,18 @@ import functools
 import logging
 from collections.abc import Callable
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
+from waferline.engine.api import (
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    Engine,
+    EngineInfo,
+    EngineUnavailable,
+    ShouldCancel,
+)
 from waferline.engine.jobs import Job, JobQueue
+from waferline.server.engine_state import EngineHealth
 from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -38,6 +48,7 @@ class Worker:
         # when it is submitted, so it waits for a load that started before it (the first, or a reconfiguration).
         self._ready = asyncio.Event()
         self._loading = 0  # loads submitted and not ended
+        self.health = EngineHealth()  # how the engine's requests go: its state for the user (server/engine_state.py)
 
     async def load(self, factory: Callable[[], Engine]) -> str:
         """Build the engine on the engine thread (replacing any previous one); its description once ready."""
@@ -65,6 +76,7 @@ class Worker:
             self._loading -= 1
             if self._loading == 0:
                 self._ready.set()
+        self.health.reset(self._info.warning if self._info is not None else None)
         if result is None:
             raise RuntimeError("superseded by a newer engine configuration")
         return str(result)
@@ -115,12 +127,20 @@ class Worker:
             def call(cancel: ShouldCancel, request: EditRequest = request) -> Completion:
                 return run(prepare(request), cancel)
 
+        chat_style = method == "chat" or (isinstance(request, EditRequest) and request.route == "chat")
+        route = "chat" if chat_style else "completion"
         job = self._jobs.submit(key, call, idle=idle, lane=engine.lane(request, key))
         try:
             completion = await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             self._jobs.cancel(job)  # $/cancelRequest: stop decoding for a request nobody waits for
             raise
+        except EngineUnavailable as e:  # logged by the engine once per reason, shown once per outage (health)
+            self.stats.errors += 1
+            self.health.failed(route, str(e), answered_locally=False)
+            if not refused_empty:
+                raise
+            return Completion(text="", stop_reason="error", queue_s=_queue_s(job))
         except ValueError as e:
             if not refused_empty:
                 raise
@@ -132,8 +152,12 @@ class Worker:
             done.queue_s = _queue_s(job)
             if done.timings.get("fallback"):
                 self.stats.count_shed("fallback_answers")
-            if method == "chat" or (isinstance(request, EditRequest) and request.route == "chat"):
+            if route == "chat":
                 self.stats.count_shed("chat_generations")
+            if done.unavailable is not None:
+                self.health.failed(route, done.unavailable, answered_locally=True)
+            elif done.complete:
+                self.health.answered(route)
             self.stats.add_generation(
                 prompt_tokens=done.prompt_tokens,
                 prefilled_tokens=done.prefilled_tokens,
@@ -151,9 +175,17 @@ class Worker:
         """The prompt characters the loaded model's context holds (None before a model is loaded, or no limit)."""
         return self._engine.context_chars(max_new_tokens) if self._engine is not None else None
 
+    def refresh(self) -> None:
+        """Describe the engine again (a remote engine gone or back changes what it says); from the event loop."""
+        if self._engine is not None:
+            self._info = self._engine.describe()
+
     def warning(self) -> str | None:
         """What the loaded engine says the user should be told (a remote engine down, the local one answering)."""
         return self._info.warning if self._info is not None else None
+
+    def loaded(self) -> bool:
+        return self._info is not None
 
     def can_chat(self) -> bool:
         """Whether the loaded engine follows instructions (ask, rewrite); False before or without a model."""

@@ -22,7 +22,15 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
+from waferline.engine.api import (
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    EngineInfo,
+    EngineUnavailable,
+    ShouldCancel,
+)
 from waferline.engine.remote.probe import DIALECTS, Connected, Dialect, connect, refused
 from waferline.engine.remote.stream import RemoteError
 
@@ -35,10 +43,6 @@ POLL_S = 0.01
 CLOSE_WAIT_S = 2.0  # at most, for a cancelled request's stream to close before its lane moves on
 
 __all__ = ["DIALECTS", "Dialect", "EngineUnavailable", "RemoteEngine"]
-
-
-class EngineUnavailable(ValueError):
-    """The remote engine failed this request (unreachable, timed out, an HTTP error, a malformed stream)."""
 
 
 class RemoteEngine:
@@ -96,6 +100,19 @@ class RemoteEngine:
             raise ChatUnsupported(f"the {self.dialect} engine at {self.url} serves completions only")
         room = max(int(self.context_tokens * CHARS_PER_TOKEN) - int(request.max_new_tokens * CHARS_PER_TOKEN), 256)
         return self._wait(dataclasses.replace(request, messages=fit_messages(request.messages, room)), should_cancel)
+
+    def check(self) -> concurrent.futures.Future[bool]:
+        """Whether the server answers its probe again, without waiting here: a future of True or False (engine/
+        fallback.py asks while the server is down, so that it is used again as soon as it is back)."""
+
+        async def probe() -> bool:
+            try:
+                await self._chain[0].client.probe()
+            except RemoteError:
+                return False
+            return True
+
+        return asyncio.run_coroutine_threadsafe(probe(), self._loop)
 
     def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
         """One lane per document (or kind of model task): documents wait on the network side by side, and each has
