@@ -108,6 +108,9 @@ class EngineInfo:
     can_chat: bool  # follows instructions (the model has a chat template): ask and rewrite need it
     warning: str | None = None  # something the user should be told once (a remote engine down, the local one answers)
     chat: str | None = None  # with a second engine for chat-style work (engine/routing.py): its description
+    # What does not answer from the start, per part ("completion", "chat"): (why, whether the local model answers in
+    # its place). A remote engine down at start; the server shows it as the engine's state (server/engine_state.py).
+    problems: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
 
 class ChatUnsupported(ValueError):

@@ -163,7 +163,8 @@ class FallbackEngine:
         local = self.fallback.describe()
         if self.primary is None:
             why = f"the remote engine is unavailable ({self.down_reason}); the local model answers"
-            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, warning=why)
+            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, warning=why,
+                              problems={"completion": (str(self.down_reason), True)})  # fmt: skip
         remote = self.primary.describe()
         down = f"; now answered locally: {self.down_reason}" if self._down else ""
         return EngineInfo(f"{remote.description}, local fallback {local.description}{down}",
@@ -198,7 +199,8 @@ class Unavailable:
         return None
 
     def describe(self) -> EngineInfo:
-        return EngineInfo(f"unavailable ({self.reason})", can_chat=False, warning=self.reason)
+        return EngineInfo(f"unavailable ({self.reason})", can_chat=False, warning=self.reason,
+                          problems={"completion": (self.reason, False)})  # fmt: skip
 
     def drop_session(self, session_id: str) -> None:
         """Nothing kept."""

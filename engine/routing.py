@@ -38,8 +38,14 @@ class RoutedEngine:
     def describe(self) -> EngineInfo:
         completion, chat = self.completion.describe(), self.chat_engine.describe()
         warnings = [w for w in (completion.warning, chat.warning and f"chat-style work: {chat.warning}") if w]
+        problems = {part: p for part, p in (("completion", completion.problems.get("completion")),
+                                              ("chat", chat.problems.get("completion"))) if p is not None}  # fmt: skip
         return EngineInfo(
-            completion.description, chat.can_chat, warning="; ".join(warnings) or None, chat=chat.description
+            completion.description,
+            chat.can_chat,
+            warning="; ".join(warnings) or None,
+            chat=chat.description,
+            problems=problems,
         )
 
     def drop_session(self, session_id: str) -> None:

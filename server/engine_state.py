@@ -33,10 +33,10 @@ class EngineHealth:
         self.problems: dict[str, Problem] = {}
         self.on_change: Change | None = None
 
-    def reset(self, warning: str | None = None) -> None:
-        """A new engine: no problem, or the one it was built with (a remote engine down at start, its fallback
-        answering), which the load already reported."""
-        self.problems = {"completion": Problem(warning, True)} if warning else {}
+    def reset(self, problems: dict[str, tuple[str, bool]] | None = None) -> None:
+        """A new engine: no problem, or those it was built with (a remote engine down at start: why, and whether
+        the local model answers in its place, engine/api.py `EngineInfo.problems`), which the load reported."""
+        self.problems = {part: Problem(why, local) for part, (why, local) in (problems or {}).items()}
 
     def failed(self, route: str, reason: str, *, answered_locally: bool) -> None:
         problem = Problem(reason, answered_locally)

@@ -78,9 +78,9 @@ class Options:
     engine_fallback: bool = option(
         True,
         ENGINE,
-        "With `engineUrl`: load the local model too, and let it answer whenever the remote engine cannot (unreachable "
-        "at start, or failing: then it is asked again after 30 s). `false`: no local model; a remote engine that is "
-        "down gets no suggestions.",
+        "With `engineUrl` (and `chatEngineUrl`): load the local model too, and let it answer whenever the remote "
+        "engine cannot (unreachable at start, or failing); a background probe finds the remote engine again as soon "
+        "as it is back. `false`: no local model; a remote engine that is down gets no suggestions.",
         machine=True,
     )
     engine_dialect: str = option(

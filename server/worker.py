@@ -76,7 +76,7 @@ class Worker:
             self._loading -= 1
             if self._loading == 0:
                 self._ready.set()
-        self.health.reset(self._info.warning if self._info is not None else None)
+        self.health.reset(self._info.problems if self._info is not None else {})
         if result is None:
             raise RuntimeError("superseded by a newer engine configuration")
         return str(result)

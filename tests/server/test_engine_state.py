@@ -39,8 +39,10 @@ def test_an_outage_is_one_change_and_the_return_another() -> None:
     assert health.state() == "degraded" and len(changes) == 3
     assert "chat-style work" in outage_message("chat", Problem("timed out", True))
     assert "the local model answers" in outage_message("chat", Problem("timed out", True))
-    health.reset("down at start")
-    assert health.state() == "degraded" and len(changes) == 3, "the load reported that one already"
+    health.reset({"chat": ("down at start", False)})
+    assert health.state() == "down" and len(changes) == 3, "the load reported that one already"
+    health.answered("completion")
+    assert health.state() == "down", "a local completion says nothing of the chat engine"
 
 
 @pytest.fixture
