@@ -3,20 +3,31 @@
 The server (server/worker.py) speaks to an engine only through `Engine`: complete an edit request, chat with
 messages, say how much prompt text fits, describe itself, forget a session. The requests carry text, never tokens,
 so an engine may be the local model (engine/local.py) or, later, a remote server (llama-server, an OpenAI-compatible
-server, Ollama) behind HTTP. The server runs every call of `complete`, `chat`, `drop_session` and `describe` on the
-one engine thread (engine/jobs.py), so an engine needs no locks; `context_chars` is also read from the event loop
-and must answer from what the engine knew when it was built.
+server, Ollama) behind HTTP. The server runs every call of `complete` and `chat` on the lane the engine names for it
+(`lane`: engine/jobs.py), one call at a time per lane, and `drop_session` and `describe` on the default lane (the
+engine thread); the local engine names the default lane for everything, so its model is touched by one thread at a
+time, while a remote engine names one lane per document so that documents are served side by side. `context_chars`
+and `lane` are also called from the event loop and must answer from what the engine knew when it was built.
+
+Which engine serves which feature is the server's configuration (engine/routing.py): a request's `route` says
+whether it is a keystroke's inline completion or chat-style work (hover summaries, `waferline/ask`, code actions).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
+
+from waferline.engine.jobs import DEFAULT_LANE
 
 # Called by the engine between tokens: True once the request is superseded, cancelled or preempted; the engine then
 # returns what it has, with stop reason "cancelled".
 ShouldCancel = Callable[[], bool]
+# "completion": a keystroke's inline completion; "chat": chat-style work (hover summaries, ask, code actions), which
+# the server may route to another engine (engine/routing.py). Chat requests are always "chat".
+Route = Literal["completion", "chat"]
+ENGINE_LANE = DEFAULT_LANE  # the lane of the local engine: the server's engine thread
 
 
 @dataclass(kw_only=True)
@@ -39,6 +50,7 @@ class EditRequest:
     # cursor): a draft the engine verifies several tokens per step (speculative decoding, engine/speculate.py). It
     # changes how fast the completion comes, never what it is. An engine may ignore it.
     draft: str = ""
+    route: Route = "completion"
 
 
 @dataclass(kw_only=True)
@@ -76,6 +88,9 @@ class Completion:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     draft_sources: dict[str, list[int]] = field(default_factory=dict)
+    # Why the engine the options named could not answer this request (a remote engine down): the answer came from
+    # the local fallback, or is empty. None when it answered. The server shows the engine's state from it.
+    unavailable: str | None = None
 
     @property
     def tokens_per_step(self) -> float:
@@ -92,10 +107,19 @@ class EngineInfo:
     description: str  # one line for the editor's log and `waferline/stats`: model, weights, where it runs
     can_chat: bool  # follows instructions (the model has a chat template): ask and rewrite need it
     warning: str | None = None  # something the user should be told once (a remote engine down, the local one answers)
+    chat: str | None = None  # with a second engine for chat-style work (engine/routing.py): its description
+    # What does not answer from the start, per part ("completion", "chat"): (why, whether the local model answers in
+    # its place). A remote engine down at start; the server shows it as the engine's state (server/engine_state.py).
+    problems: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
 
 class ChatUnsupported(ValueError):
     """The engine cannot follow instructions: a completion-only model has no chat template."""
+
+
+class EngineUnavailable(ValueError):
+    """The engine could not answer this request: a remote one unreachable, timed out, answering an HTTP error or a
+    malformed stream. The message names the server and the reason (never an API key)."""
 
 
 class Engine(Protocol):
@@ -116,4 +140,9 @@ class Engine(Protocol):
 
     def drop_session(self, session_id: str) -> None:
         """Free what the engine keeps for a session (its KV cache); a session it does not know is no error."""
+        ...
+
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        """The lane (engine/jobs.py) the request's call runs on: calls on one lane run one at a time, on different
+        lanes at the same time. `key` is the server's job key: the document, or the kind of model task."""
         ...

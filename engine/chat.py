@@ -98,6 +98,28 @@ def _fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     return rest
 
 
+# The end-of-turn markers of common chat templates (ChatML, Llama 3, Phi-3, Gemma): a server that is given the
+# rendered prompt as plain text (llama-server's /completion) is told to stop at the ones the template writes.
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>")
+
+
+def render_chat_text(template: ChatTemplate, messages: list[dict[str, str]]) -> str:
+    """The chat prompt as one text, for a server that tokenizes it itself; a template without a system role gets
+    the system text in the first user message. A leading BOS is left to the server, which adds its own."""
+    try:
+        pieces = render_chat(template, messages)
+    except TemplateError:
+        pieces = render_chat(template, _fold_system(messages))
+    text = "".join(t for t, _ in pieces)
+    return text.removeprefix(template.bos_token) if template.bos_token else text
+
+
+def end_of_turn(template: ChatTemplate) -> list[str]:
+    """The end-of-turn markers the template writes, and its EOS: where a reply ends."""
+    found = [m for m in END_OF_TURN if m in template.source]
+    return [*found, template.eos_token] if template.eos_token and template.eos_token not in found else found
+
+
 def chat_prompt_ids(
     tokenizer: Tokenizer, template: ChatTemplate, messages: list[dict[str, str]], room: int
 ) -> list[int]:

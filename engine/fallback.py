@@ -1,59 +1,157 @@
 """A remote engine with the local model behind it: keystrokes keep getting suggestions when the remote one is down.
 
 `FallbackEngine` asks the primary engine first; when it is unavailable (`EngineUnavailable`: unreachable, timed out,
-an HTTP error) the request is answered by the fallback, and the primary is left alone for `retry_s` before it is
-asked again, so that a server that is down costs one failed connection per `retry_s`, not one per keystroke. When
-the primary could not be reached at all when the engine was built, `primary` is None and every request goes to the
-fallback (the server reports why; changing the engine options tries again). Chat requests go to whichever engine
-can chat. The reason the primary is not used is kept in `describe()`; each answer the fallback gives is marked in its
-timings, which `waferline/stats` counts as `fallback_answers`.
+an HTTP error) the request is answered by the fallback, and the primary is not asked again until it answers its
+probe: while it is down, a request at most every `check_s` starts a probe in the background (`RemoteEngine.check`),
+which never holds up the request, and the first request after a probe has succeeded goes to the primary again. So a
+server that is down costs no keystroke a failed connection (a timeout on an unreachable host would cost seconds),
+and one that is back is used at once. When the primary could not be reached when the engine was built, `primary` is
+None and `connect` builds it again in the background, at most every `reconnect_s`, without an options change.
+
+Chat requests go to the primary when it can chat. Each answer the fallback gives is marked in its timings
+(`waferline/stats` counts `fallback_answers`) and carries why (`Completion.unavailable`), from which the server
+shows the engine's state. A request goes to the lane of the engine that will answer it (engine/api.py
+`Engine.lane`); should the primary fail mid-request, the fallback answers on the primary's lane, which the local
+engine allows (one call at a time, from whichever thread).
+
+`Unavailable` stands in for an engine that could not be built and has no fallback behind it (a remote chat engine
+down at start), so that the rest of the server works: its requests are answered empty, its chat refused with why.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
-from waferline.engine.remote.engine import EngineUnavailable
+from waferline.engine.api import (
+    ENGINE_LANE,
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    Engine,
+    EngineInfo,
+    EngineUnavailable,
+    ShouldCancel,
+)
 
 log = logging.getLogger(__name__)
 
-RETRY_S = 30.0
+CHECK_S = 1.0  # at most this often, a probe of a primary that is down
+RECONNECT_S = 5.0  # at most this often, building a primary that could not be reached at start
 
 
 class FallbackEngine:
     def __init__(
-        self, primary: Any | None, fallback: Engine, *, reason: str | None = None, retry_s: float = RETRY_S
-    ) -> None:
-        self.primary, self.fallback, self.retry_s = primary, fallback, retry_s
+        self, primary: Any | None, fallback: Engine, *, reason: str | None = None,
+        connect: Callable[[], Any] | None = None, check_s: float = CHECK_S, reconnect_s: float = RECONNECT_S,
+    ) -> None:  # fmt: skip
+        self.primary, self.fallback = primary, fallback
         self.down_reason = reason if primary is None else None
-        self._down_until = 0.0
+        self._connect, self._check_s, self._reconnect_s = connect, check_s, reconnect_s
+        self._lock = threading.Lock()  # the down state is read and changed from the event loop and the lanes
+        self._down = primary is None
+        self._check: concurrent.futures.Future[bool] | None = None
+        self._next_try = time.monotonic() + reconnect_s
+        self._connecting = False
+        self._closed = False
+
+    def _primary_for(self, request: EditRequest | ChatRequest) -> Any | None:
+        """The primary engine when it is to be asked for this request: up (or seen back), and able to chat for a
+        chat request. While it is down this starts the background probe or reconnection that brings it back."""
+        with self._lock:
+            if self._down and not self._back():
+                return None
+            primary = self.primary
+        if primary is None or (isinstance(request, ChatRequest) and not primary.describe().can_chat):
+            return None
+        return primary
+
+    def _back(self) -> bool:
+        """Under the lock: whether the primary that was down answers again; starts a probe when none runs."""
+        if self.primary is None:
+            self._reconnect()
+            return False
+        if self._check is not None and self._check.done():
+            ok = not self._check.cancelled() and self._check.exception() is None and self._check.result()
+            self._check = None
+            if ok:
+                self._down = False
+                log.info("remote engine answers again: %s", self.primary.describe().description)
+                return True
+        now = time.monotonic()
+        if self._check is None and now >= self._next_try:
+            self._next_try = now + self._check_s
+            self._check = self.primary.check()
+        return False
+
+    def _reconnect(self) -> None:
+        """Under the lock: build the primary again in a thread of its own (it probes the server, which may take its
+        connect timeout), at most every `reconnect_s`."""
+        now = time.monotonic()
+        if self._connect is None or self._connecting or now < self._next_try or self._closed:
+            return
+        self._connecting, self._next_try = True, now + self._reconnect_s
+        connect = self._connect
+
+        def attempt() -> None:
+            try:
+                primary = connect()
+            except (OSError, ValueError) as e:
+                with self._lock:
+                    self._connecting = False
+                    self.down_reason = str(e)
+                return
+            with self._lock:
+                self._connecting = False
+                if self._closed:
+                    primary.close()
+                    return
+                self.primary, self._down = primary, False
+            log.info("remote engine reached: %s", primary.describe().description)
+
+        threading.Thread(target=attempt, name="waferline-reconnect", daemon=True).start()
+
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        primary = self._primary_for(request)
+        return primary.lane(request, key) if primary is not None else self.fallback.lane(request, key)
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
-        if self.primary is not None and time.monotonic() >= self._down_until:
+        if (primary := self._primary_for(request)) is not None:
             try:
-                completion: Completion = self.primary.complete(request, should_cancel)
+                completion: Completion = primary.complete(request, should_cancel)
                 self.down_reason = None
                 return completion
             except EngineUnavailable as e:
-                self._down_until = time.monotonic() + self.retry_s
-                if self.down_reason != str(e):
-                    log.warning("remote engine unavailable, the local model answers for %.0f s: %s", self.retry_s, e)
-                self.down_reason = str(e)
-        completion = self.fallback.complete(request, should_cancel)
-        completion.timings["fallback"] = 1.0  # counted as `fallback_answers` in waferline/stats
-        return completion
+                self._went_down(e)
+        return self._fallback(self.fallback.complete(request, should_cancel))
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        if self.primary is not None and self.primary.describe().can_chat:
+        if (primary := self._primary_for(request)) is not None:
             try:
-                completion: Completion = self.primary.chat(request, should_cancel)
+                completion: Completion = primary.chat(request, should_cancel)
+                self.down_reason = None
                 return completion
-            except (EngineUnavailable, ChatUnsupported):
-                pass
-        return self.fallback.chat(request, should_cancel)
+            except EngineUnavailable as e:
+                self._went_down(e)
+        return self._fallback(self.fallback.chat(request, should_cancel))
+
+    def _fallback(self, completion: Completion) -> Completion:
+        completion.timings["fallback"] = 1.0  # counted as `fallback_answers` in waferline/stats
+        completion.unavailable = self.down_reason or "the remote engine is unavailable"
+        return completion
+
+    def _went_down(self, e: EngineUnavailable) -> None:
+        with self._lock:
+            first = not self._down
+            self._down, self.down_reason = True, str(e)
+            self._next_try = time.monotonic() + self._check_s
+        if first:
+            log.warning("remote engine unavailable, the local model answers until it is back: %s", e)
 
     def context_chars(self, max_new_tokens: int) -> int | None:
         """The smaller of the two windows, so that a prompt planned for one fits the other."""
@@ -65,9 +163,10 @@ class FallbackEngine:
         local = self.fallback.describe()
         if self.primary is None:
             why = f"the remote engine is unavailable ({self.down_reason}); the local model answers"
-            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, warning=why)
+            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, warning=why,
+                              problems={"completion": (str(self.down_reason), True)})  # fmt: skip
         remote = self.primary.describe()
-        down = f"; now answered locally: {self.down_reason}" if self.down_reason else ""
+        down = f"; now answered locally: {self.down_reason}" if self._down else ""
         return EngineInfo(f"{remote.description}, local fallback {local.description}{down}",
                           remote.can_chat or local.can_chat)  # fmt: skip
 
@@ -77,5 +176,34 @@ class FallbackEngine:
             self.primary.drop_session(session_id)
 
     def close(self) -> None:
-        if self.primary is not None and hasattr(self.primary, "close"):
-            self.primary.close()
+        with self._lock:
+            self._closed = True
+            primary = self.primary
+        if primary is not None and hasattr(primary, "close"):
+            primary.close()
+
+
+class Unavailable:
+    """See the module docstring: an engine that could not be built, standing in so that the rest works."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        return Completion(text="", stop_reason="unavailable")
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        raise ChatUnsupported(self.reason)
+
+    def context_chars(self, max_new_tokens: int) -> int | None:
+        return None
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo(f"unavailable ({self.reason})", can_chat=False, warning=self.reason,
+                          problems={"completion": (self.reason, False)})  # fmt: skip
+
+    def drop_session(self, session_id: str) -> None:
+        """Nothing kept."""
+
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        return ENGINE_LANE

@@ -9,11 +9,20 @@ speculatively (drafts from prompt lookup and the request's `draft`, verified k t
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from importlib import resources
 from pathlib import Path
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
+from waferline.engine.api import (
+    ENGINE_LANE,
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    EngineInfo,
+    ShouldCancel,
+)
 from waferline.engine.candidates import line_end_ids, preferred, score_candidates
 from waferline.engine.chat import chat_prompt_ids, read_chat_template
 from waferline.engine.checkpoint import LoadedModel
@@ -66,6 +75,9 @@ class LocalEngine:
         # here, and drafts only where that pays. Output is the same either way.
         # Only where verification is exact (`Transformer.exact_verify`): elsewhere greedy text could part at a near-tie.
         self.draft_policy = DraftPolicy() if speculate and loaded.model.exact_verify() else None
+        # The server calls this engine on its engine thread; the local fallback behind a remote engine may also be
+        # called on a remote document's lane (engine/fallback.py): one call at a time, whichever thread it comes from.
+        self._lock = threading.Lock()
 
     @classmethod
     def load(
@@ -94,7 +106,7 @@ class LocalEngine:
         """One short generation, so the first keystroke does not pay for first-call allocations and dispatch."""
         request = EditRequest(session_id="__warm_up__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4)
         self.complete(request, lambda: False)
-        self.pool.drop("__warm_up__")
+        self.drop_session("__warm_up__")
 
     def context_chars(self, max_new_tokens: int) -> int:
         """Characters of prompt text that fit the context, so the server's plan sizes its window to the model and
@@ -124,7 +136,33 @@ class LocalEngine:
             prefix, suffix = prefix[cut_p:], suffix[: max(len(suffix) - cut_s, 0)]
         raise ValueError(f"could not fit the prompt into {room} tokens")
 
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        return ENGINE_LANE
+
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        if not self._acquire(should_cancel):
+            return Completion(text="", stop_reason="cancelled")
+        try:
+            return self._complete(request, should_cancel)
+        finally:
+            self._lock.release()
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        if not self._acquire(should_cancel):
+            return Completion(text="", stop_reason="cancelled")
+        try:
+            return self._chat(request, should_cancel)
+        finally:
+            self._lock.release()
+
+    def _acquire(self, should_cancel: ShouldCancel) -> bool:
+        """Wait for the model (another lane's call may hold it), giving up when the request no longer wants it."""
+        while not self._lock.acquire(timeout=0.01):
+            if should_cancel():
+                return False
+        return True
+
+    def _complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         lm = self.loaded
         session = self.pool.get(request.session_id)
         ids = self.prompt_ids(request, session.max_tokens - request.max_new_tokens)
@@ -169,7 +207,7 @@ class LocalEngine:
             token_logprobs=best.token_logprobs, stop_logprob=best.stop_logprob, chosen="candidate",
         )  # fmt: skip
 
-    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+    def _chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         if self.chat_template is None:
             raise ChatUnsupported("the model has no chat template")
         lm = self.loaded
@@ -192,7 +230,8 @@ class LocalEngine:
         return Drafter(prompt, self.draft_policy, caller=ids)
 
     def drop_session(self, session_id: str) -> None:
-        self.pool.drop(session_id)
+        with self._lock:
+            self.pool.drop(session_id)
 
 
 def _completion(result: GenerationResult) -> Completion:

@@ -23,6 +23,8 @@ from waferline.engine.api import Engine
 from waferline.server import memory, params
 from waferline.server.background import Background
 from waferline.server.document import Document, readable, readable_change
+from waferline.server.engine_state import ENGINE_STATE_METHOD, Problem, outage_message
+from waferline.server.engines import build_engine
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
 from waferline.server.option_parsing import ENGINE_OPTIONS, parse_options
@@ -31,7 +33,7 @@ from waferline.server.protocol import WaferlineProtocol
 from waferline.server.repository.workspace import Indexing
 from waferline.server.stats import Stats
 from waferline.server.text import PositionError, TextChange
-from waferline.server.worker import Worker, build_engine
+from waferline.server.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class WaferlineServer(LanguageServer):
         self.indexing = Indexing(self)  # the workspace index: hover, waferline/ask, completion context
         self.inline = InlineCompletions(self.worker, self.stats, self.documents, self.background, self.indexing)
         self.summaries = SummaryCache()  # model-written hover summaries
+        self.worker.health.on_change = self.engine_state_changed
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """pygls' hook for errors outside a request's answer: log them with their traceback; show the user a short
@@ -105,10 +108,41 @@ class WaferlineServer(LanguageServer):
             description = await self.worker.load(lambda: self._engine_factory(options))
         except (ValueError, OSError, RuntimeError) as e:
             self.report(f"could not load the model ({e}); completions are off until the model setting is fixed")
+            self.send_engine_state()
             return
         self.news(f"engine ready: {description}")
         if (warning := self.worker.warning()) is not None:
             self.report(warning)
+        self.send_engine_state()
+
+    def engine_state(self) -> dict[str, Any]:
+        """What `waferline/engineState` and `waferline/stats` say of the engine: loading, failed, ready, degraded
+        (a remote engine down, the local model answering) or down, with the reasons and the engines' descriptions."""
+        if self.worker.load_error is not None:
+            state: dict[str, Any] = {"state": "failed", "problems": {"completion": self.worker.load_error}}
+        elif not self.worker.loaded():
+            state = {"state": "loading", "problems": {}}
+        else:
+            state = self.worker.health.snapshot()
+        return {**state, "engine": self.worker.describe(), "chatEngine": self.worker.describe_chat()}
+
+    def send_engine_state(self) -> None:
+        self.protocol.notify(ENGINE_STATE_METHOD, self.engine_state())
+
+    def engine_state_changed(self, route: str, problem: Problem | None) -> None:
+        """An engine stopped answering (told once per outage, as a popup) or answers again (logged); the clients'
+        status follows either way."""
+        self.worker.refresh()
+        if problem is not None:
+            log.warning("%s", outage_message(route, problem))
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message=f"waferline: {outage_message(route, problem)}"
+            ))  # fmt: skip
+        else:
+            self.news(
+                f"the remote engine for {'inline completions' if route == 'completion' else 'chat'} answers again"
+            )
+        self.send_engine_state()
 
     # -- documents -----------------------------------------------------------------------------------------------
     @property

@@ -54,7 +54,7 @@ def create_server(
     defaults: Options | None = None, *, engine_factory: Callable[[Options], Engine] | None = None
 ) -> WaferlineServer:
     """A server with every feature registered; `defaults` come from the command line. `engine_factory` builds the
-    engine for the current options (default: the local model, server/worker.py's `build_engine`)."""
+    engine for the current options (default: the local model, server/engines.py's `build_engine`)."""
     server = WaferlineServer(defaults=defaults, engine_factory=engine_factory)
 
     @server.feature(types.INITIALIZE)
@@ -187,7 +187,9 @@ def create_server(
 
     @server.feature(STATS_METHOD)
     def stats(ls: WaferlineServer, params: Any) -> dict[str, Any]:
-        return {**ls.stats.snapshot(), "engine": ls.worker.describe()}
+        state = ls.engine_state()
+        return {**ls.stats.snapshot(), "engine": state["engine"], "chat_engine": state["chatEngine"],
+                "engine_state": state["state"], "engine_problems": state["problems"]}  # fmt: skip
 
     @server.feature(DOCUMENT_METHOD)
     def document_state(ls: WaferlineServer, params: Any) -> dict[str, Any]:

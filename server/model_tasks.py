@@ -10,6 +10,8 @@ same time as a completion. Each kind of work has its own job key, which is also 
   does not cancel a completion; a newer ask (or a newer action on the same document) supersedes the older one.
 
 Whether the model can follow instructions (it has a chat template) is the engine's to say: `Worker.can_chat`.
+All of it is chat-style work (`route="chat"`): the options may route it to another engine than the keystrokes'
+(`chatEngine`, engine/routing.py), on a lane of its own, so that it never holds up a keystroke's completion there.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ async def infill(
     """Fill in between `prefix` and `suffix` with the completion model; None when superseded or preempted."""
     request = EditRequest(
         session_id=key, prefix=prefix, suffix=suffix, max_new_tokens=budget.max_new_tokens,
-        temperature=budget.temperature, time_budget_s=budget.time_budget_s, should_stop=should_stop,
+        temperature=budget.temperature, time_budget_s=budget.time_budget_s, should_stop=should_stop, route="chat",
     )  # fmt: skip
     return await (worker.precompute(request) if idle else worker.complete(request))
 

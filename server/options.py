@@ -78,17 +78,20 @@ class Options:
     engine_fallback: bool = option(
         True,
         ENGINE,
-        "With `engineUrl`: load the local model too, and let it answer whenever the remote engine cannot (unreachable "
-        "at start, or failing: then it is asked again after 30 s). `false`: no local model; a remote engine that is "
-        "down gets no suggestions.",
+        "With `engineUrl` (and `chatEngineUrl`): load the local model too, and let it answer whenever the remote "
+        "engine cannot (unreachable at start, or failing); a background probe finds the remote engine again as soon "
+        "as it is back. `false`: no local model; a remote engine that is down gets no suggestions.",
         machine=True,
     )
     engine_dialect: str = option(
-        "llama-server",
+        "auto",
         ENGINE,
-        "How to speak to `engineUrl`.",
-        choices=("llama-server", "openai", "ollama"),
+        "How to speak to `engineUrl`. With `auto` the server is probed at start (llama-server's `/props`, Ollama's "
+        "`/api/tags`, `/v1/models`) and each dialect it answers is used in that order: an endpoint that answers HTTP "
+        "400, 404, 405 or 501 is given up for the session and the next dialect found answers.",
+        choices=("auto", "llama-server", "openai", "ollama"),
         choice_docs={
+            "auto": "probe the server and use what it answers",
             "llama-server": "llama.cpp's `/infill`, one cache slot per document",
             "openai": "OpenAI-compatible `/v1/completions` (vLLM, llama-server, LM Studio), waferline's FIM text",
             "ollama": "Ollama's `/api/generate` with `raw: true`",
@@ -98,8 +101,8 @@ class Options:
     engine_model: str | None = option(
         None,
         ENGINE,
-        "The model to ask `engineUrl` for (required by Ollama; OpenAI-compatible servers default to the first they "
-        "list; llama-server serves the one it loaded).",
+        "The model to ask `engineUrl` for (Ollama and OpenAI-compatible servers default to the first they list; "
+        "llama-server serves the one it loaded).",
         machine=True,
     )
     engine_fim_template: str = option(
@@ -110,6 +113,54 @@ class Options:
         "from the model file); a family sends llama-server waferline's text through `/completion` instead "
         "(`waferline` for the shipped model exported as GGUF, whose suffix-prefix-middle layout `/infill` does not "
         "write).",
+        choices=("auto", "qwen2.5-coder", "waferline", "starcoder2", "deepseek-coder", "codellama"),
+        machine=True,
+    )
+    chat_engine: str = option(
+        "same",
+        ENGINE,
+        "Which engine serves chat-style work: hover summaries, `waferline/ask` and code actions (their "
+        "fill-in-the-middle and their instructions alike), independently of the engine of inline completions. A "
+        "remote chat engine is taken to follow instructions (ask and the rewrite action use it); with "
+        "`engineFallback` the local model answers when it cannot. See docs/remote.md.",
+        choices=("same", "local", "remote"),
+        choice_docs={
+            "same": "the engine of inline completions (`engineUrl`, or the local model)",
+            "local": "the local model `chatModel` (or `model`), also when completions come from `engineUrl`",
+            "remote": "the server at `chatEngineUrl`",
+        },
+    )
+    chat_model: str | None = option(
+        None,
+        ENGINE,
+        "The local model for chat-style work (as `model` names one): a larger or instruction-following model beside "
+        "the small one that types. `null`: the `model` option's, loaded once for both.",
+    )
+    chat_engine_url: str | None = option(
+        None,
+        ENGINE,
+        "With `chatEngine: remote`: the base URL of the server for chat-style work (as `engineUrl`; it may be the "
+        "same server). Code is sent only there. In VS Code a machine setting.",
+        machine=True,
+    )
+    chat_engine_dialect: str = option(
+        "auto",
+        ENGINE,
+        "How to speak to `chatEngineUrl` (as `engineDialect`).",
+        choices=("auto", "llama-server", "openai", "ollama"),
+        machine=True,
+    )
+    chat_engine_model: str | None = option(
+        None,
+        ENGINE,
+        "The model to ask `chatEngineUrl` for (as `engineModel`).",
+        machine=True,
+    )
+    chat_engine_fim_template: str = option(
+        "auto",
+        ENGINE,
+        "The fill-in-the-middle layout of the chat engine's model, for hover summaries and code actions that fill in "
+        "code (as `engineFimTemplate`).",
         choices=("auto", "qwen2.5-coder", "waferline", "starcoder2", "deepseek-coder", "codellama"),
         machine=True,
     )

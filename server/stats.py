@@ -45,6 +45,7 @@ class Stats:
     # Speculative decoding (engine/speculate.py): model steps taken, draft tokens proposed and accepted by them.
     decode_steps: int = 0
     fallback_answers: int = 0  # answers the local model gave because the remote engine could not (engine/fallback.py)
+    chat_generations: int = 0  # model runs for chat-style work (hover summaries, ask, code actions): engine/routing.py
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     # Load shedding (server/shedding.py): work made free by a newer change or request for the same document.
@@ -108,8 +109,8 @@ class Stats:
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
                     "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
-                    "prefilled_tokens_total", "new_tokens_total", "fallback_answers", "decode_steps", "drafted_tokens",
-                    "accepted_tokens",
+                    "prefilled_tokens_total", "new_tokens_total", "fallback_answers", "chat_generations",
+                    "decode_steps", "drafted_tokens", "accepted_tokens",
                     "shed_before_plan", "shed_before_engine", "context_skipped", "context_kept", "precompute_yielded",
                     "index_updates", "index_coalesced",
                 )

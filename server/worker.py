@@ -1,10 +1,11 @@
 """The server's handle on the engine: a request goes in, a Completion comes out, off the event loop.
 
 This module is the adapter between the LSP side (which thinks in text, cursors and syntax) and the engine behind
-the `Engine` interface (engine/api.py). Each request is one job on the engine's single-threaded queue
-(engine/jobs.py) that calls `Engine.complete` or `Engine.chat`, under a key: a newer request for the same key
-supersedes the older one between tokens, and a `$/cancelRequest` (which cancels the awaiting task) stops the
-generation too. Every call returns: a Completion, or None when superseded or cancelled.
+the `Engine` interface (engine/api.py). Each request is one job on the engine's queue (engine/jobs.py) that calls
+`Engine.complete` or `Engine.chat`, under a key, on the lane the engine names for it (the engine thread for the
+local model; a lane per document for a remote one): a newer request for the same key supersedes the older one
+between tokens, and a `$/cancelRequest` (which cancels the awaiting task) stops the generation too. Every call
+returns: a Completion, or None when superseded or cancelled.
 """
 
 from __future__ import annotations
@@ -14,9 +15,18 @@ import functools
 import logging
 from collections.abc import Callable
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
+from waferline.engine.api import (
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    Engine,
+    EngineInfo,
+    EngineUnavailable,
+    ShouldCancel,
+)
 from waferline.engine.jobs import Job, JobQueue
-from waferline.server.options import Options
+from waferline.server.engine_state import EngineHealth
 from waferline.server.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -38,6 +48,7 @@ class Worker:
         # when it is submitted, so it waits for a load that started before it (the first, or a reconfiguration).
         self._ready = asyncio.Event()
         self._loading = 0  # loads submitted and not ended
+        self.health = EngineHealth()  # how the engine's requests go: its state for the user (server/engine_state.py)
 
     async def load(self, factory: Callable[[], Engine]) -> str:
         """Build the engine on the engine thread (replacing any previous one); its description once ready."""
@@ -45,6 +56,7 @@ class Worker:
         self._ready.clear()
 
         def work(_cancel: Callable[[], bool]) -> str:
+            self._jobs.quiesce()  # requests on other lanes (a remote engine's) end before their engine closes
             if (close := getattr(self._engine, "close", None)) is not None:
                 close()  # a remote engine's client and loop thread
             self._engine, self._info, self.load_error = None, None, None
@@ -64,6 +76,7 @@ class Worker:
             self._loading -= 1
             if self._loading == 0:
                 self._ready.set()
+        self.health.reset(self._info.problems if self._info is not None else {})
         if result is None:
             raise RuntimeError("superseded by a newer engine configuration")
         return str(result)
@@ -114,12 +127,20 @@ class Worker:
             def call(cancel: ShouldCancel, request: EditRequest = request) -> Completion:
                 return run(prepare(request), cancel)
 
-        job = self._jobs.submit(key, call, idle=idle)
+        chat_style = method == "chat" or (isinstance(request, EditRequest) and request.route == "chat")
+        route = "chat" if chat_style else "completion"
+        job = self._jobs.submit(key, call, idle=idle, lane=engine.lane(request, key))
         try:
             completion = await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             self._jobs.cancel(job)  # $/cancelRequest: stop decoding for a request nobody waits for
             raise
+        except EngineUnavailable as e:  # logged by the engine once per reason, shown once per outage (health)
+            self.stats.errors += 1
+            self.health.failed(route, str(e), answered_locally=False)
+            if not refused_empty:
+                raise
+            return Completion(text="", stop_reason="error", queue_s=_queue_s(job))
         except ValueError as e:
             if not refused_empty:
                 raise
@@ -131,6 +152,12 @@ class Worker:
             done.queue_s = _queue_s(job)
             if done.timings.get("fallback"):
                 self.stats.count_shed("fallback_answers")
+            if route == "chat":
+                self.stats.count_shed("chat_generations")
+            if done.unavailable is not None:
+                self.health.failed(route, done.unavailable, answered_locally=True)
+            elif done.complete:
+                self.health.answered(route)
             self.stats.add_generation(
                 prompt_tokens=done.prompt_tokens,
                 prefilled_tokens=done.prefilled_tokens,
@@ -148,9 +175,17 @@ class Worker:
         """The prompt characters the loaded model's context holds (None before a model is loaded, or no limit)."""
         return self._engine.context_chars(max_new_tokens) if self._engine is not None else None
 
+    def refresh(self) -> None:
+        """Describe the engine again (a remote engine gone or back changes what it says); from the event loop."""
+        if self._engine is not None:
+            self._info = self._engine.describe()
+
     def warning(self) -> str | None:
         """What the loaded engine says the user should be told (a remote engine down, the local one answering)."""
         return self._info.warning if self._info is not None else None
+
+    def loaded(self) -> bool:
+        return self._info is not None
 
     def can_chat(self) -> bool:
         """Whether the loaded engine follows instructions (ask, rewrite); False before or without a model."""
@@ -160,6 +195,10 @@ class Worker:
         if self._info is not None:
             return self._info.description
         return f"failed to load: {self.load_error}" if self.load_error else "no engine loaded"
+
+    def describe_chat(self) -> str:
+        """The engine of chat-style work: its own description when the options route it elsewhere."""
+        return self._info.chat or self.describe() if self._info is not None else self.describe()
 
     def busy(self) -> bool:
         return self._jobs.pending() > 0
@@ -180,39 +219,3 @@ class Worker:
 
 def _queue_s(job: Job) -> float:
     return (job.started_at or job.submitted_at) - job.submitted_at
-
-
-def build_engine(options: Options) -> Engine:
-    """The engine the options ask for: a remote server (`engineUrl`, with the local model behind it unless
-    `engineFallback` is off) or the local model."""
-    if not options.engine_url:
-        return _local_engine(options)
-    from waferline.engine.fallback import FallbackEngine
-    from waferline.engine.remote.engine import RemoteEngine
-    from waferline.engine.remote.stream import RemoteError
-
-    try:
-        remote = RemoteEngine(
-            options.engine_dialect,  # type: ignore[arg-type]  # one of DIALECTS: the option's choices
-            options.engine_url,
-            model=options.engine_model,
-            fim_template=None if options.engine_fim_template == "auto" else options.engine_fim_template,
-        )
-    except RemoteError as e:
-        if not options.engine_fallback:
-            raise
-        return FallbackEngine(None, _local_engine(options), reason=str(e))
-    return FallbackEngine(remote, _local_engine(options)) if options.engine_fallback else remote
-
-
-def _local_engine(options: Options) -> Engine:
-    from waferline.engine.local import LocalEngine
-
-    return LocalEngine.load(
-        options.model,
-        backend=options.backend,
-        weights=options.dtype,
-        kv_cache_mb=options.kv_cache_mb,
-        threads=options.threads,
-        speculate=options.speculate,
-    )

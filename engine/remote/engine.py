@@ -15,69 +15,67 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import threading
 from collections.abc import Coroutine
-from typing import Any, Literal
+from typing import Any
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
-from waferline.engine.remote.llama_server import LlamaServer
-from waferline.engine.remote.ollama import Ollama
-from waferline.engine.remote.openai import OpenAICompletions
+from waferline.engine.api import (
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    EngineInfo,
+    EngineUnavailable,
+    ShouldCancel,
+)
+from waferline.engine.remote.probe import DIALECTS, Connected, Dialect, connect, refused
 from waferline.engine.remote.stream import RemoteError
 
 log = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
 
-Dialect = Literal["llama-server", "openai", "ollama"]
-DIALECTS: tuple[Dialect, ...] = ("llama-server", "openai", "ollama")
 API_KEY_ENV = "WAFERLINE_ENGINE_API_KEY"  # read from the environment only: never a setting a workspace could carry
-DEFAULT_CONTEXT_TOKENS = 4096  # when the server does not say (OpenAI-compatible servers, Ollama)
 CHARS_PER_TOKEN = 3.0  # code in the BPE vocabularies of code models: a cautious figure, the server counts exactly
 POLL_S = 0.01
-DEFAULT_FIM = "qwen2.5-coder"  # the FIM family assumed for OpenAI-compatible and Ollama servers unless told
+CLOSE_WAIT_S = 2.0  # at most, for a cancelled request's stream to close before its lane moves on
 
-
-class EngineUnavailable(ValueError):
-    """The remote engine failed this request (unreachable, timed out, an HTTP error, a malformed stream)."""
+__all__ = ["DIALECTS", "Dialect", "EngineUnavailable", "RemoteEngine"]
 
 
 class RemoteEngine:
     def __init__(self, dialect: Dialect, url: str, *, model: str | None = None, fim_template: str | None = None,
-                 connect_timeout_s: float = 2.0, read_timeout_s: float = 10.0) -> None:  # fmt: skip
+                 chat: bool = False, connect_timeout_s: float = 2.0, read_timeout_s: float = 10.0) -> None:  # fmt: skip
+        """`chat`: the model follows instructions, so chat requests go to it (the server for chat-style work);
+        False for a completion model, whose `chat` raises ChatUnsupported."""
         if dialect not in DIALECTS:
             raise ValueError(f"unknown engine dialect {dialect!r}; choose {', '.join(DIALECTS)}")
-        self.dialect, self.url = dialect, url
+        self.url, self.serves_chat = url, chat
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="waferline-remote", daemon=True)
         self._thread.start()
-        self._reported: set[str] = set()
+        self._reported: set[str] = set()  # reasons logged already (from several lanes' threads)
+        self._report_lock = threading.Lock()
+        self._chain: list[Connected] = []  # the dialects to use, first first; a refused one is dropped for good
+        self._dropped: list[Connected] = []
         kw: dict[str, Any] = dict(
             api_key=os.environ.get(API_KEY_ENV) or None,
             connect_timeout_s=connect_timeout_s,
             read_timeout_s=read_timeout_s,
         )
-
-        async def connect() -> tuple[Any, int, str]:
-            if dialect == "llama-server":
-                server = LlamaServer(url, fim_template=fim_template, **kw)
-                props = await server.probe()
-                return server, props.context_tokens, props.model
-            if dialect == "openai":
-                openai = OpenAICompletions(url, family=fim_template or DEFAULT_FIM, model=model, **kw)
-                return openai, DEFAULT_CONTEXT_TOKENS, await openai.probe()
-            if not model:
-                raise ValueError("the ollama dialect needs the model's name (engineModel)")
-            ollama = Ollama(url, model=model, family=fim_template or DEFAULT_FIM, **kw)
-            await ollama.probe()
-            return ollama, DEFAULT_CONTEXT_TOKENS, model
-
         try:
-            self._client, self.context_tokens, self.model = self._run(connect())
+            self._chain = self._run(connect(dialect, url, model=model, fim_template=fim_template, **kw))
         except BaseException:
             self.close()
             raise
+        self.context_tokens, self.model = self._chain[0].context_tokens, self._chain[0].model
+
+    @property
+    def dialect(self) -> str:
+        """The dialect requests go to now (with `auto`: the first found that has not refused one)."""
+        return self._chain[0].dialect
 
     def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -86,39 +84,105 @@ class RemoteEngine:
         """Close the client and stop the loop thread (the server drops an engine when the options change)."""
         if self._loop.is_closed():
             return
-        client = getattr(self, "_client", None)
-        if client is not None and self._loop.is_running():
-            asyncio.run_coroutine_threadsafe(client.aclose(), self._loop).result(timeout=5)
+        clients = [c.client for c in [*self._chain, *self._dropped]]
+        if clients and self._loop.is_running():
+            for client in clients:
+                asyncio.run_coroutine_threadsafe(client.aclose(), self._loop).result(timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._loop.close()
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
-        future = asyncio.run_coroutine_threadsafe(self._client.complete(request, should_cancel), self._loop)
+        return self._wait(request, should_cancel)
+
+    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        if not self.serves_chat:
+            raise ChatUnsupported(f"the {self.dialect} engine at {self.url} serves completions only")
+        room = max(int(self.context_tokens * CHARS_PER_TOKEN) - int(request.max_new_tokens * CHARS_PER_TOKEN), 256)
+        return self._wait(dataclasses.replace(request, messages=fit_messages(request.messages, room)), should_cancel)
+
+    def check(self) -> concurrent.futures.Future[bool]:
+        """Whether the server answers its probe again, without waiting here: a future of True or False (engine/
+        fallback.py asks while the server is down, so that it is used again as soon as it is back)."""
+
+        async def probe() -> bool:
+            try:
+                await self._chain[0].client.probe()
+            except RemoteError:
+                return False
+            return True
+
+        return asyncio.run_coroutine_threadsafe(probe(), self._loop)
+
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        """One lane per document (or kind of model task): documents wait on the network side by side, and each has
+        at most one request upstream, since a call returns only once its stream is closed."""
+        return f"{self.url} {key}"
+
+    def _wait(self, request: EditRequest | ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        """Run the request on the loop and wait for it here, on the caller's lane, polling `should_cancel`. A
+        cancelled request returns only once its task has unwound (its stream closed), so that the lane's next
+        request never overlaps it upstream."""
+        unwound = threading.Event()
+
+        async def serve() -> Completion:
+            try:
+                return await self._serve(request, should_cancel)
+            finally:
+                unwound.set()
+
+        future = asyncio.run_coroutine_threadsafe(serve(), self._loop)
         while True:
             try:
                 return future.result(timeout=POLL_S)
             except concurrent.futures.TimeoutError:
                 if should_cancel():
                     future.cancel()  # cancels the task: the stream is closed as it unwinds
+                    unwound.wait(CLOSE_WAIT_S)
                     return Completion(text="", stop_reason="cancelled")
             except concurrent.futures.CancelledError:
                 return Completion(text="", stop_reason="cancelled")
             except RemoteError as e:
-                if str(e) not in self._reported:
+                with self._report_lock:
+                    first = str(e) not in self._reported
                     self._reported.add(str(e))
+                if first:
                     log.warning("remote engine: %s", e)
                 raise EngineUnavailable(str(e)) from None
 
-    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        raise ChatUnsupported(f"the {self.dialect} engine serves completions only (chat is not routed remotely yet)")
+    async def _serve(self, request: EditRequest | ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        """On the loop: ask the first dialect of the chain; one that refuses the endpoint (engine/remote/probe.py's
+        `refused`) is dropped for the rest of the session and the next one is asked."""
+        while True:
+            current = self._chain[0]
+            try:
+                if isinstance(request, ChatRequest):
+                    return await current.client.chat(request, should_cancel)
+                return await current.client.complete(request, should_cancel)
+            except RemoteError as e:
+                if len(self._chain) == 1 or not refused(e):
+                    raise
+                if self._chain[0] is current:  # not already dropped by a concurrent request
+                    self._dropped.append(self._chain.pop(0))
+                    log.warning("remote engine: %s; using %s from now on", e, self._chain[0].dialect)
 
     def context_chars(self, max_new_tokens: int) -> int:
         room = max(self.context_tokens - max_new_tokens - 16, 64)
         return int(room * CHARS_PER_TOKEN)
 
     def describe(self) -> EngineInfo:
-        return EngineInfo(description=f"{self.model} via {self.dialect} at {self.url}", can_chat=False)
+        return EngineInfo(description=f"{self.model} via {self.dialect} at {self.url}", can_chat=self.serves_chat)
 
     def drop_session(self, session_id: str) -> None:
         """Nothing kept here: the server's cache slots are its own."""
+
+
+def fit_messages(messages: list[dict[str, str]], room_chars: int) -> list[dict[str, str]]:
+    """The messages within `room_chars` characters: the last one (the question and its evidence) shortened from its
+    end if needed, as the local engine shortens it by tokens; the server counts exactly and refuses what is left."""
+    total = sum(len(m["content"]) for m in messages)
+    if total <= room_chars or not messages:
+        return messages
+    last = messages[-1]
+    keep = max(len(last["content"]) - (total - room_chars), 0)
+    return [*messages[:-1], {**last, "content": last["content"][:keep] + "\n[...]"}]

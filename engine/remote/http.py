@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.api import ChatRequest, Completion, EditRequest, ShouldCancel
 from waferline.engine.remote.sse import Events, StreamError, json_events
 from waferline.engine.remote.stream import Parse, RemoteError, follow
 
@@ -37,7 +37,7 @@ class HttpEngine:
             await self._check(response, path)
             data = response.json()
         except httpx.HTTPError as e:
-            raise RemoteError(f"{self.url}{path}: {reason(e)}") from None
+            raise RemoteError(f"{self.url}{path}: {reason(e)}", reached=False) from None
         except ValueError:
             raise RemoteError(f"{self.url}{path} did not answer JSON") from None
         if not isinstance(data, dict):
@@ -45,8 +45,8 @@ class HttpEngine:
         return data
 
     async def stream(
-        self, path: str, body: dict[str, Any], parse: Parse, request: EditRequest, should_cancel: ShouldCancel,
-        events: Events = json_events,
+        self, path: str, body: dict[str, Any], parse: Parse, request: EditRequest | ChatRequest,
+        should_cancel: ShouldCancel, events: Events = json_events,
     ) -> Completion:  # fmt: skip
         """POST `body` to `path` and follow the stream (`events`: server-sent events, or `json_lines`); leaving this
         closes the connection, which is what tells the server to stop decoding."""
@@ -56,7 +56,7 @@ class HttpEngine:
                 await self._check(response, path)
                 return await follow(events(response.aiter_lines()), parse, request, should_cancel, where)
         except httpx.HTTPError as e:
-            raise RemoteError(f"{where}: {reason(e)}") from None
+            raise RemoteError(f"{where}: {reason(e)}", reached=False) from None
         except (StreamError, TypeError, ValueError) as e:  # a stream that is not the dialect's
             raise RemoteError(f"{where}: {e}") from None
 
@@ -64,7 +64,8 @@ class HttpEngine:
         if response.status_code == 200:
             return
         detail = (await response.aread()).decode("utf-8", "replace")[:300]
-        raise RemoteError(f"{self.url}{path} answered HTTP {response.status_code}: {detail}")
+        status = response.status_code
+        raise RemoteError(f"{self.url}{path} answered HTTP {status}: {detail}", status=status)
 
 
 def reason(e: httpx.HTTPError) -> str:

@@ -16,7 +16,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, ShouldCancel
+from waferline.engine.chat import ChatTemplate, end_of_turn, render_chat_text
 from waferline.engine.fim import FAMILIES
 from waferline.engine.remote.http import HttpEngine, number
 from waferline.engine.remote.openai import fim_text
@@ -32,6 +33,11 @@ class ServerProps:
     context_tokens: int  # n_ctx of a slot
     slots: int
     model: str
+    # The chat template llama-server applies (the GGUF's `tokenizer.chat_template`, or its own chatml when the file
+    # has none), with the model's BOS and EOS text: what waferline renders chat prompts with for `/completion`.
+    chat_template: str = ""
+    bos_token: str = ""
+    eos_token: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,8 +67,10 @@ class LlamaServer(HttpEngine):
         try:
             assert isinstance(settings, dict)
             props = ServerProps(
-                context_tokens=int(settings["n_ctx"]), slots=int(data["total_slots"]), model=str(data["model_path"])
-            )
+                context_tokens=int(settings["n_ctx"]), slots=int(data["total_slots"]), model=str(data["model_path"]),
+                chat_template=str(data.get("chat_template") or ""), bos_token=str(data.get("bos_token") or ""),
+                eos_token=str(data.get("eos_token") or ""),
+            )  # fmt: skip
         except (AssertionError, KeyError, TypeError, ValueError):
             raise RemoteError(f"{self.url}/props is not llama-server's (no n_ctx, total_slots, model_path)") from None
         self.props = props
@@ -85,9 +93,26 @@ class LlamaServer(HttpEngine):
         else:
             body = {"prompt": fim_text(self.fim_template, request.prefix, request.suffix)}  # `extra`: /infill only
             path = "/completion"
-        body |= {
+        body |= self._generation(request, stop=list(request.stop_strings))
+        return await self.stream(path, body, parse_event, request, should_cancel)
+
+    async def chat(self, request: ChatRequest, should_cancel: ShouldCancel = lambda: False) -> Completion:
+        """The assistant's reply through `/completion`, the prompt rendered here with the chat template `/props`
+        reports (the model file's, or llama-server's chatml for a file without one) and stopped at its end-of-turn
+        markers; the session's slot keeps the prompt cached as for completions."""
+        props = self.props or await self.probe()
+        if not props.chat_template:
+            raise ChatUnsupported(f"{self.url}/props reports no chat template")
+        template = ChatTemplate(props.chat_template, props.bos_token, props.eos_token)
+        body = {"prompt": render_chat_text(template, request.messages)}
+        body |= self._generation(request, stop=end_of_turn(template))
+        return await self.stream("/completion", body, parse_event, request, should_cancel)
+
+    def _generation(self, request: EditRequest | ChatRequest, *, stop: list[str]) -> dict[str, Any]:
+        """What every request sends besides its prompt: the budget, streaming, the slot and its cache, sampling."""
+        body: dict[str, Any] = {
             "n_predict": request.max_new_tokens, "stream": True, "cache_prompt": True,
-            "id_slot": self.slot_for(request.session_id), "n_probs": 1, "stop": list(request.stop_strings),
+            "id_slot": self.slot_for(request.session_id), "n_probs": 1, "stop": stop,
         }  # fmt: skip
         if request.temperature <= 0:
             body.update(temperature=0, top_k=1, samplers=["top_k"])  # greedy, as the local engine decodes
@@ -95,7 +120,7 @@ class LlamaServer(HttpEngine):
             body["temperature"] = request.temperature
         if request.time_budget_s is not None:
             body["t_max_predict_ms"] = int(request.time_budget_s * 1000)
-        return await self.stream(path, body, parse_event, request, should_cancel)
+        return body
 
 
 def parse_event(event: dict[str, Any]) -> Piece:

@@ -1,5 +1,6 @@
 """OpenAI-compatible servers (vLLM, llama-server's `/v1`, LM Studio, ...) as an engine: `/v1/completions` with the
-fill-in-the-middle prompt written by waferline, streamed.
+fill-in-the-middle prompt written by waferline, and `/v1/chat/completions` for chat requests (the server applies the
+model's chat template), both streamed.
 
 vLLM refuses the `suffix` field and llama-server ignores it, so the FIM layout is laid out here as text in the
 model family's own control tokens (engine/fim.py's FAMILIES; the server parses them as special tokens), and the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.api import ChatRequest, Completion, EditRequest, ShouldCancel
 from waferline.engine.fim import FAMILIES, Order
 from waferline.engine.remote.http import HttpEngine, number
 from waferline.engine.remote.stream import Piece, RemoteError
@@ -46,16 +47,19 @@ class OpenAICompletions(HttpEngine):
             raise ValueError(f"unknown FIM template {family!r}; known: {', '.join(FAMILIES)}")
         self.family = family
         self.model = model
+        self.context_tokens: int | None = None  # as /v1/models says, when it does
 
     async def probe(self) -> str:
-        """GET /v1/models: the model to name in requests (the configured one, which must be served, or the first)."""
+        """GET /v1/models: the model to name in requests (the configured one, which must be served, or the first),
+        and its context when the server says (vLLM's `max_model_len`)."""
         data = await self.get_json("/v1/models")
-        served = [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")]
-        if not served:
+        cards = {str(m["id"]): m for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")}
+        if not cards:
             raise RemoteError(f"{self.url}/v1/models lists no model")
-        if self.model is not None and self.model not in served:
-            raise RemoteError(f"{self.url} does not serve {self.model!r} (it serves {', '.join(served)})")
-        self.model = self.model or served[0]
+        if self.model is not None and self.model not in cards:
+            raise RemoteError(f"{self.url} does not serve {self.model!r} (it serves {', '.join(cards)})")
+        self.model = self.model or next(iter(cards))
+        self.context_tokens = number(cards[self.model].get("max_model_len"))
         return self.model
 
     async def complete(self, request: EditRequest, should_cancel: ShouldCancel = lambda: False) -> Completion:
@@ -69,14 +73,39 @@ class OpenAICompletions(HttpEngine):
         }  # fmt: skip
         return await self.stream("/v1/completions", body, parse_chunk, request, should_cancel)
 
+    async def chat(self, request: ChatRequest, should_cancel: ShouldCancel = lambda: False) -> Completion:
+        """The assistant's reply through `/v1/chat/completions`: the server renders the messages with the model's
+        chat template (vLLM refuses a model that has none)."""
+        if self.model is None:
+            await self.probe()
+        body: dict[str, Any] = {
+            "model": self.model, "messages": request.messages, "max_tokens": request.max_new_tokens,
+            "temperature": max(request.temperature, 0.0), "stream": True, "stream_options": {"include_usage": True},
+        }  # fmt: skip
+        return await self.stream("/v1/chat/completions", body, parse_chat_chunk, request, should_cancel)
+
 
 def parse_chunk(chunk: dict[str, Any]) -> Piece:
     """One streamed `/v1/completions` chunk: text and log-probabilities of its choice, the finish reason, usage."""
+    return _parse(chunk, chat=False)
+
+
+def parse_chat_chunk(chunk: dict[str, Any]) -> Piece:
+    """One streamed `/v1/chat/completions` chunk: its choice's `delta.content` (the first chunk may carry only the
+    role, the last only the finish reason), then the usage chunk."""
+    return _parse(chunk, chat=True)
+
+
+def _parse(chunk: dict[str, Any], *, chat: bool) -> Piece:
     piece = Piece()
     choices = chunk.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         choice = choices[0]
-        piece.text = str(choice.get("text") or "")
+        if chat:
+            delta = choice.get("delta")
+            piece.text = str(delta.get("content") or "") if isinstance(delta, dict) else ""
+        else:
+            piece.text = str(choice.get("text") or "")
         lp = choice.get("logprobs")
         if isinstance(lp, dict):
             if isinstance(lp.get("token_logprobs"), list):  # OpenAI's legacy layout (vLLM)

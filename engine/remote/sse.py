@@ -25,14 +25,21 @@ def _object(text: str, what: str) -> dict[str, Any]:
 
 
 async def json_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
-    """The JSON payload of each `data:` line; comments and other fields are skipped, `[DONE]` ends the stream."""
+    """The JSON payload of each `data:` line; comments and other fields are skipped, `[DONE]` ends the stream. An
+    event that is an error (vLLM writes `{"error": {"message": ...}}` into a stream that fails mid-answer) is the
+    server's error."""
     async for line in lines:
         if not line.startswith("data:"):
             continue  # blank separators, ": keep-alive" comments, event:/id: fields
         payload = line[5:].strip()
         if payload == "[DONE]":
             return
-        yield _object(payload, "an event")
+        event = _object(payload, "an event")
+        if "error" in event:
+            error = event["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise StreamError(f"the server: {message}")
+        yield event
 
 
 async def json_lines(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:

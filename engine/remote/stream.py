@@ -8,12 +8,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from waferline.engine.api import Completion, EditRequest, ShouldCancel
+from waferline.engine.api import ChatRequest, Completion, EditRequest, ShouldCancel
 
 
 class RemoteError(OSError):
     """The remote engine could not answer: unreachable, timed out, an HTTP error, or a stream that is not its
-    dialect. The message names the URL and the reason."""
+    dialect. The message names the URL and the reason; `status` is the HTTP status of an error answer, and `reached`
+    says whether the server answered at all (False: nothing listens, a timeout, the connection cut mid-answer)."""
+
+    def __init__(self, message: str, *, status: int | None = None, reached: bool = True) -> None:
+        super().__init__(message)
+        self.status, self.reached = status, reached
 
 
 @dataclass
@@ -31,10 +36,12 @@ Parse = Callable[[dict], Piece]
 
 
 async def follow(
-    events: AsyncIterator[dict], parse: Parse, request: EditRequest, should_cancel: ShouldCancel, where: str
-) -> Completion:
+    events: AsyncIterator[dict], parse: Parse, request: EditRequest | ChatRequest, should_cancel: ShouldCancel,
+    where: str,
+) -> Completion:  # fmt: skip
     """Read `events` into a Completion; see the module docstring. A stream that ends without its last event is a
     RemoteError: the answer is not known to be whole."""
+    should_stop = request.should_stop if isinstance(request, EditRequest) else None
     t0 = time.perf_counter()
     deadline = None if request.time_budget_s is None else t0 + request.time_budget_s
     text, logprobs, stop_reason = "", [], "cancelled"
@@ -58,14 +65,14 @@ async def follow(
             break
         if should_cancel():
             stop_reason, ended = "cancelled", True
-        elif request.should_stop is not None and request.should_stop(text):
+        elif should_stop is not None and should_stop(text):
             stop_reason, ended = "stop_rule", True
         elif deadline is not None and time.perf_counter() > deadline:
             stop_reason, ended = "time_budget", True
         if ended:
             break
     if not ended:
-        raise RemoteError(f"{where}: the stream ended without its last event")
+        raise RemoteError(f"{where}: the stream ended without its last event", reached=False)
     end = time.perf_counter()
     cached = last.cached_tokens or 0
     prompt = last.prompt_tokens if last.prompt_tokens is not None else cached

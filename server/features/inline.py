@@ -34,7 +34,7 @@ from waferline.server.options import Options
 from waferline.server.shedding import Ticket, Tickets
 from waferline.server.stats import Stats
 from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.plan import CompletionPlan, plan_completion
+from waferline.server.syntax.plan import DEFAULT_CONTEXT_CHARS, CompletionPlan, plan_completion
 from waferline.server.syntax.postprocess import Finished, finish_completion, should_stop
 from waferline.server.syntax.repetition import loop_start
 from waferline.server.syntax.tree import SyntaxTree
@@ -104,10 +104,10 @@ def precompute_session(session_id: str) -> str:
     return session_id + "#precompute"
 
 
-def window(worker: Worker, options: Options) -> dict[str, int]:
+def window(worker: Worker, options: Options) -> int:
     """The plan's context size for the loaded model: what its context holds beside the tokens to generate."""
     chars = worker.context_chars(max(options.max_tokens, options.max_multiline_tokens))
-    return {} if chars is None else {"max_context_chars": chars}
+    return DEFAULT_CONTEXT_CHARS if chars is None else chars
 
 
 class Superseded(Exception):
@@ -236,7 +236,7 @@ class InlineCompletions:
         steady = self.tickets.typed_in(BUSY_WINDOW_S) > 1
         plan = plan_completion(
             text, offset, language_id, snapshot.syntax, explicit=explicit, steady_window=steady,
-            **window(self.worker, options),
+            max_context_chars=window(self.worker, options),
         )  # fmt: skip
         ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
         if not plan.complete:
@@ -313,7 +313,8 @@ class InlineCompletions:
         def plan_after() -> CompletionPlan:
             # A tree of the text as it would be after the accept: parsed on a helper thread, off the event loop.
             tree = SyntaxTree(language_id, after)
-            plan = plan_completion(after, cursor, language_id, tree, explicit=False, **window(self.worker, options))
+            chars = window(self.worker, options)
+            plan = plan_completion(after, cursor, language_id, tree, explicit=False, max_context_chars=chars)
             if plan.complete and context is not None:
                 plan.context[:0] = context(after, plan)
             return plan

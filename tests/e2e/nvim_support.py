@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -226,3 +227,63 @@ def render_png(ansi: str, out: Path, title: str = "") -> None:
             x += width
     out.parent.mkdir(parents=True, exist_ok=True)
     img.save(out)
+
+
+# -- a configured Neovim on a copy of the fixture project (the tests' start) --------------------------------------
+DOUBLE = [sys.executable, str(FIXTURES / "double_server.py")]
+# A generous time budget: on a loaded 2-core machine the default 120 ms can cut every answer down to nothing, and
+# these tests are about the editor, not the latency; nor about the model's quality, so no suggestion is held back
+# for being unsure (minConfidence 0).
+SETTINGS = "settings = { timeBudgetMs = 3000, minConfidence = 0, minConfidenceInvoked = 0 }"
+
+
+def server_cmd() -> list[str]:
+    """The server the editor starts: `waferline serve` with its default model, the one that ships in the repository
+    (WAFERLINE_E2E_MODEL=tiny or another preset or directory to change it; WAFERLINE_E2E_SERVER=double for the test
+    double in editor_fixtures, to work on the plugin without a model)."""
+    if os.environ.get("WAFERLINE_E2E_SERVER") == "double":
+        return DOUBLE
+    model = os.environ.get("WAFERLINE_E2E_MODEL")
+    return [sys.executable, "-m", "waferline.cli", "serve", *(["--model", model] if model else [])]
+
+
+def lua_list(items: list[str]) -> str:
+    return "{ " + ", ".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + " }"
+
+
+def init_lua(setup_opts: str, cmd: list[str]) -> str:
+    """A user's init.lua: the plugin's setup() and its statusline component."""
+    return f"""
+vim.o.laststatus = 2
+vim.o.statusline = [[%t %m%=%{{v:lua.require'waferline'.statusline()}} ]]
+require('waferline').setup({{
+  server = {{ cmd = {lua_list(cmd)} }},
+  {SETTINGS},
+  {setup_opts}
+}})
+"""
+
+
+def start(tmp: Path, setup_opts: str = "", cmd: list[str] | None = None) -> NvimSession:
+    """A Neovim on a copy of the fixture project, once the waferline client is attached and initialised."""
+    workspace = tmp / "project"
+    shutil.copytree(FIXTURES / "workspace", workspace)
+    (workspace / ".git").mkdir()  # a root marker, as in a real checkout
+    home = tmp / "home"
+    home.mkdir()
+    session = NvimSession(home, init_lua(setup_opts, cmd or server_cmd()), workspace / "sample.py")
+    try:
+        wait_for(
+            lambda: session.lua("return #vim.lsp.get_clients({ name = 'waferline', bufnr = 0 })") == 1,
+            60,
+            "the waferline client to attach to sample.py",
+        )
+        wait_for(
+            lambda: session.lua("return vim.lsp.get_clients({ name = 'waferline' })[1].initialized"),
+            60,
+            "the server to initialise",
+        )
+    except BaseException:
+        session.close()
+        raise
+    return session

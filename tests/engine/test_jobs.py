@@ -126,3 +126,56 @@ def test_close_answers_queued_jobs() -> None:
     after = s.submit("c", lambda _c: "c")
     with pytest.raises(RuntimeError, match="closed"):
         after.future.result(timeout=5)
+
+
+# -- lanes ------------------------------------------------------------------------------------------------------------
+def test_jobs_on_different_lanes_run_at_the_same_time(scheduler: JobQueue) -> None:
+    started, release = threading.Event(), threading.Event()
+    slow = scheduler.submit("a", blocking_work(started, release, "a"), lane="remote a")
+    assert started.wait(5)
+    other = scheduler.submit("b", lambda _c: threading.current_thread().name, lane="remote b")
+    local = scheduler.submit("c", lambda _c: threading.current_thread().name)
+    assert other.future.result(timeout=5) != local.future.result(timeout=5), "each lane is a thread of its own"
+    assert not slow.future.done(), "both answered while the first lane's job still ran"
+    release.set()
+    assert slow.future.result(timeout=5) == "a"
+
+
+def test_a_newer_job_supersedes_the_same_key_on_another_lane(scheduler: JobQueue) -> None:
+    started, release = threading.Event(), threading.Event()
+    first = scheduler.submit("doc", blocking_work(started, release, "first"), lane="remote doc")
+    assert started.wait(5)
+    second = scheduler.submit("doc", lambda _c: "second")
+    assert first.future.result(timeout=5) is None and second.future.result(timeout=5) == "second"
+
+
+def test_idle_work_yields_only_to_regular_work_on_its_own_lane(scheduler: JobQueue) -> None:
+    started, release = threading.Event(), threading.Event()
+    idle = scheduler.submit("hover", blocking_work(started, release, "idle"), idle=True, lane="remote hover")
+    assert started.wait(5)
+    assert scheduler.submit("doc", lambda _c: "keystroke").future.result(timeout=5) == "keystroke"
+    release.set()
+    assert idle.future.result(timeout=5) == "idle", "a keystroke on the local lane does not preempt remote work"
+
+
+def test_quiesce_stops_the_other_lanes_and_waits_for_them(scheduler: JobQueue) -> None:
+    started, release = threading.Event(), threading.Event()
+    remote = scheduler.submit("a", blocking_work(started, release, "a"), lane="remote a")
+    assert started.wait(5)
+    queued = scheduler.submit("b", lambda _c: "b", lane="remote a")
+    done = scheduler.submit("__engine__", lambda _c: (scheduler.quiesce(), remote.future.done())[1])
+    assert done.future.result(timeout=5) is True, "the load job resumes once the other lanes are idle"
+    assert remote.future.result(timeout=5) == "stopped:a" and queued.future.result(timeout=5) is None
+
+
+def test_an_idle_lane_ends_its_thread_and_a_new_job_starts_it_again(
+    scheduler: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    import waferline.engine.jobs as jobs
+
+    monkeypatch.setattr(jobs, "LINGER_S", 0.05)
+    first = scheduler.submit("a", lambda _c: threading.current_thread(), lane="remote a")
+    thread = first.future.result(timeout=5)
+    thread.join(5)
+    assert not thread.is_alive() and "remote a" not in scheduler._lanes
+    assert scheduler.submit("a", lambda _c: "again", lane="remote a").future.result(timeout=5) == "again"

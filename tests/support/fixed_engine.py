@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import time
 
-from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, EngineInfo, ShouldCancel
+from waferline.engine.api import (
+    ENGINE_LANE,
+    ChatRequest,
+    ChatUnsupported,
+    Completion,
+    EditRequest,
+    EngineInfo,
+    ShouldCancel,
+)
 
 
 class FixedEngine:
@@ -67,3 +75,6 @@ class FixedEngine:
 
     def drop_session(self, session_id: str) -> None:
         self._prompts.pop(session_id, None)
+
+    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
+        return ENGINE_LANE  # the engine thread, as the local model

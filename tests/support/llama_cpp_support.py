@@ -48,9 +48,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(model: Path, *extra: str, timeout_s: float = 60.0) -> Iterator[str]:
-    """A llama-server for `model` on 127.0.0.1; yields its base URL once /health answers 200."""
-    port = _free_port()
+def llama_server(model: Path, *extra: str, timeout_s: float = 60.0, port: int | None = None) -> Iterator[str]:
+    """A llama-server for `model` on 127.0.0.1 (on `port`, or a free one); yields its base URL once /health answers
+    200. `server_pid(url)` is its process id, for a test that kills it."""
+    port = port or _free_port()
     cmd = [str(llama_cpp_bin() / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
            "-t", "1", "-c", "1024", "--no-webui", "--no-repack", *extra]  # fmt: skip
     # --no-repack: llama.cpp's repacking of Q8_0/Q4_0 weights for AMX crashes the server (SIGSEGV while loading) on
@@ -58,6 +59,7 @@ def llama_server(model: Path, *extra: str, timeout_s: float = 60.0) -> Iterator[
     log = open(model.with_suffix(".server.log"), "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    _PIDS[url] = proc.pid
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -82,6 +84,14 @@ def llama_server(model: Path, *extra: str, timeout_s: float = 60.0) -> Iterator[
             proc.kill()
             proc.wait()
         log.close()
+
+
+_PIDS: dict[str, int] = {}
+
+
+def server_pid(url: str) -> int:
+    """The process id of the llama-server `llama_server` started at `url`."""
+    return _PIDS[url]
 
 
 def post(url: str, body: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from fixed_engine import FixedEngine
 from waferline.cli import serve as serve_cli
 from waferline.engine.api import Engine
 from waferline.server.app import WaferlineServer
+from waferline.server.engines import build_engine
 from waferline.server.handlers import create_server
 from waferline.server.options import Options
-from waferline.server.worker import build_engine
 
 SET_COMPLETION = "waferlineTest/setCompletion"
 FAIL = "waferlineTest/fail"  # a request whose handler raises: what an internal error looks like to a client

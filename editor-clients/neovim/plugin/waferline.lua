@@ -12,6 +12,10 @@ vim.api.nvim_create_user_command('WaferlineStats', function()
   require('waferline').show_stats()
 end, { nargs = 0, desc = 'waferline: show the server statistics' })
 
+vim.api.nvim_create_user_command('WaferlineStatus', function()
+  require('waferline').show_status()
+end, { nargs = 0, desc = 'waferline: show the engine state (a remote engine down, the local model answering)' })
+
 vim.api.nvim_create_user_command('WaferlineToggle', function()
   require('waferline').toggle()
 end, { nargs = 0, desc = 'waferline: turn completions on or off' })

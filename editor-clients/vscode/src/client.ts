@@ -14,6 +14,7 @@ import {
   State,
   TransportKind,
 } from 'vscode-languageclient/node';
+import { type EngineState, engineStatus } from './engineState';
 import { REWRITE_COMMAND, withInstruction } from './rewrite';
 import { resolveServerCommand } from './serverCommand';
 import { completionsEnabled, launchSettings, SECTION, serverOptionNames, serverSettings } from './settings';
@@ -21,6 +22,7 @@ import type { StatusBar } from './statusBar';
 
 export const STATS_REQUEST = 'waferline/stats';
 export const ASK_REQUEST = 'waferline/ask';
+export const ENGINE_STATE_NOTIFICATION = 'waferline/engineState';
 const NO_ENGINE = 'no engine loaded';
 
 /** The figures `waferline/stats` returns that the status bar uses (the rest is shown as is). */
@@ -107,6 +109,10 @@ export class WaferlineClient implements vscode.Disposable {
     };
     const client = new InlineOnlyLanguageClient('waferline', 'waferline', serverOptions, clientOptions);
     this.client = client;
+    // The engine's state as it changes (loaded, a remote engine down or back): the status bar follows it.
+    client.onNotification(ENGINE_STATE_NOTIFICATION, (params: EngineState) => {
+      this.showEngineState(params);
+    });
     try {
       await client.start();
     } catch (e) {
@@ -126,6 +132,18 @@ export class WaferlineClient implements vscode.Disposable {
     void this.waitForModel(client);
   }
 
+  private showEngineState(params: EngineState): void {
+    const { state, detail } = engineStatus(params);
+    if (state === 'ready' && !completionsEnabled()) {
+      this.status.setState('disabled', detail);
+      return;
+    }
+    if (state !== 'ready') {
+      this.output.warn(`engine ${params.state}: ${detail}`);
+    }
+    this.status.setState(state, detail);
+  }
+
   /** The server loads its model after `initialized`; its stats say "no engine loaded" until then. */
   private async waitForModel(client: LanguageClient): Promise<void> {
     for (;;) {
@@ -141,7 +159,12 @@ export class WaferlineClient implements vscode.Disposable {
         }
         if (typeof stats.engine === 'string' && stats.engine !== NO_ENGINE) {
           this.output.info(`model loaded: ${stats.engine}`);
-          this.status.setState(completionsEnabled() ? 'ready' : 'disabled', stats.engine);
+          this.showEngineState({
+            state: typeof stats.engine_state === 'string' ? stats.engine_state : 'ready',
+            problems: (stats.engine_problems as Record<string, string> | undefined) ?? {},
+            engine: stats.engine,
+            chatEngine: typeof stats.chat_engine === 'string' ? stats.chat_engine : undefined,
+          });
           this.status.setFigures(undefined, typeof stats.decode_tok_s === 'number' ? stats.decode_tok_s : undefined);
           return;
         }
@@ -227,7 +250,10 @@ export class WaferlineClient implements vscode.Disposable {
       this.status.setState(completionsEnabled() ? 'ready' : 'disabled');
     }
     // Changing the model or backend reloads the engine: show "starting" until the new one answers.
-    const reloads = ['model', 'backend', 'dtype', 'threads', 'kvCacheMb', 'engineUrl', 'engineDialect', 'engineModel', 'engineFimTemplate', 'engineFallback'].some((name) =>
+    const reloads = [
+      'model', 'backend', 'dtype', 'threads', 'kvCacheMb', 'engineUrl', 'engineDialect', 'engineModel', 'engineFimTemplate',
+      'engineFallback', 'chatEngine', 'chatModel', 'chatEngineUrl', 'chatEngineDialect', 'chatEngineModel', 'chatEngineFimTemplate',
+    ].some((name) =>
       e.affectsConfiguration(`${SECTION}.${name}`),
     );
     const client = this.running;

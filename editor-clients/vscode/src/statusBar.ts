@@ -1,12 +1,14 @@
-// The status bar item: server state, and the last completion's latency (measured here, request -> answer) with
+// The status bar item: server state (with the engine's: a remote engine down shows a warning, engineState.ts), and
+// the last completion's latency (measured here, request -> answer) with
 // the server's decode speed in tokens/s (from `waferline/stats`). Clicking it shows the statistics.
 import * as vscode from 'vscode';
 
-export type ServerState = 'starting' | 'ready' | 'disabled' | 'stopped' | 'error';
+export type ServerState = 'starting' | 'ready' | 'degraded' | 'disabled' | 'stopped' | 'error';
 
 const ICONS: Record<ServerState, string> = {
   starting: '$(loading~spin)',
   ready: '$(sparkle)',
+  degraded: '$(warning)', // a remote engine down, the local model answering in its place
   disabled: '$(circle-slash)',
   stopped: '$(debug-stop)',
   error: '$(error)',
@@ -46,7 +48,7 @@ export class StatusBar implements vscode.Disposable {
   /** The text shown, e.g. "$(sparkle) waferline 23 ms · 410 tok/s". */
   text(): string {
     const parts = [`${ICONS[this.state]} waferline`];
-    if (this.state === 'ready' && this.latencyMs !== undefined) {
+    if ((this.state === 'ready' || this.state === 'degraded') && this.latencyMs !== undefined) {
       parts.push(`${Math.round(this.latencyMs)} ms`);
       if (this.tokensPerSecond !== undefined) {
         parts.push('·', `${Math.round(this.tokensPerSecond)} tok/s`);
@@ -67,7 +69,11 @@ export class StatusBar implements vscode.Disposable {
     lines.push('Click for statistics');
     this.item.tooltip = lines.join('\n');
     this.item.backgroundColor =
-      this.state === 'error' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+      this.state === 'error'
+        ? new vscode.ThemeColor('statusBarItem.errorBackground')
+        : this.state === 'degraded'
+          ? new vscode.ThemeColor('statusBarItem.warningBackground')
+          : undefined;
   }
 
   dispose(): void {

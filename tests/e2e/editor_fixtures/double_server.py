@@ -1,9 +1,10 @@
 """A TEST DOUBLE of `waferline serve`, for the editor-client tests only — not the product.
 
 It speaks just enough of waferline's protocol (inline completion with a range and an accept command, the
-`waferline/stats` and `waferline/ask` requests, hover, configuration) for the editor clients to be exercised before
-or without the real server and its model. Its suggestion is a fixed function of the line being typed, so that a test
-can tell which answer it should see. Run: python double_server.py (stdio).
+`waferline/stats` and `waferline/ask` requests, hover, configuration, the `waferline/engineState` notification) for
+the editor clients to be exercised before or without the real server and its model. Its suggestion is a fixed
+function of the line being typed, so that a test can tell which answer it should see. Run: python double_server.py
+(stdio).
 """
 
 from __future__ import annotations
@@ -93,6 +94,17 @@ def stats(ls: LanguageServer, params: Any) -> dict[str, Any]:
 def ask(ls: LanguageServer, params: Any) -> dict[str, Any]:
     question = getattr(params, "question", None) or (params.get("question") if isinstance(params, dict) else "")
     return {"markdown": f"# Answer\n\nThe test double was asked: *{question}*\n\n- `sample.py:1` defines `add`"}
+
+
+@server.feature("waferlineTest/engineState")
+def engine_state(ls: LanguageServer, params: Any) -> None:
+    """Make the double send `waferline/engineState` with these parameters, as the real server does when a remote
+    engine stops answering or answers again."""
+
+    def plain(obj: Any) -> Any:  # pygls hands JSON objects over as namedtuple-like Objects
+        return {k: plain(v) for k, v in obj._asdict().items()} if hasattr(obj, "_asdict") else obj
+
+    ls.protocol.notify("waferline/engineState", plain(params))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 -- waferline for Neovim: starts `waferline serve`, shows its inline completions as ghost text, and offers
--- :WaferlineAsk, :WaferlineStats, :WaferlineToggle, :WaferlineSuggest and a statusline component. All intelligence is in the server.
+-- :WaferlineAsk, :WaferlineStats, :WaferlineStatus, :WaferlineToggle, :WaferlineSuggest and a statusline component. All intelligence is in the server.
 local config = require('waferline.config')
 local server = require('waferline.server')
 local stats = require('waferline.stats')
@@ -151,6 +151,15 @@ function M.show_stats()
       title = ' waferline stats ',
     })
   end)
+end
+
+--- :WaferlineStatus — the engine's state in a floating window: which engines serve what, what is not answering.
+function M.show_status()
+  vim.lsp.util.open_floating_preview(stats.status_lines(), 'markdown', {
+    border = config.options.ask.border,
+    focus_id = 'waferline.status',
+    title = ' waferline status ',
+  })
 end
 
 --- Statusline component: "waferline 23ms 410tok/s" (empty where waferline is not attached).

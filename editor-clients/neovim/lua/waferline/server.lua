@@ -59,6 +59,14 @@ end
 
 local warned = false
 
+--- Notifications from the server: `waferline/engineState` (loaded, a remote engine down or back) feeds the
+--- statusline and :WaferlineStatus.
+local handlers = {
+  ['waferline/engineState'] = function(_, result)
+    require('waferline.stats').set_engine(result)
+  end,
+}
+
 --- Settings as a JSON object: an empty Lua table would be sent as [] and the server expects {}.
 ---@param settings table?
 ---@return table
@@ -112,6 +120,7 @@ function M.lsp_config(opts)
     end,
     filetypes = opts.filetypes,
     capabilities = capabilities(),
+    handlers = handlers,
     init_options = M.as_object(opts.settings),
     settings = { waferline = M.as_object(opts.settings) },
   }
@@ -145,6 +154,7 @@ function M.register(opts)
         cmd_cwd = root,
         root_dir = root,
         capabilities = capabilities(),
+        handlers = handlers,
         init_options = M.as_object(opts.settings),
         settings = { waferline = M.as_object(opts.settings) },
       }, { bufnr = ev.buf })

@@ -10,6 +10,60 @@ local M = {}
 ---@field state string "off" | "starting" | "ready" | "disabled"
 M.last = { latency_ms = nil, tok_s = nil, state = 'off' }
 
+---@class waferline.EngineState the server's `waferline/engineState` notification
+---@field state string "loading" | "failed" | "ready" | "degraded" (a remote engine down, the local model answering) | "down"
+---@field problems table<string, string>? why, per part ("completion", "chat"), naming the server
+---@field engine string? the engine of inline completions
+---@field chatEngine string? the engine of chat-style work
+M.engine = { state = 'loading', problems = {} }
+
+--- The server's engine changed state: remember it for the statusline and :WaferlineStatus (the server itself tells
+--- the user once, with window/showMessage, when an engine stops answering).
+---@param state waferline.EngineState?
+function M.set_engine(state)
+  if type(state) ~= 'table' then
+    return
+  end
+  M.engine = state
+  vim.cmd('redrawstatus')
+end
+
+local PARTS = { completion = 'inline completions', chat = 'chat-style work' }
+
+--- Lines for :WaferlineStatus: the engine's state, each engine, and what is wrong with which.
+---@return string[]
+function M.status_lines()
+  local e = M.engine
+  local lines = { 'engine state: ' .. tostring(e.state) }
+  if e.engine and e.engine ~= vim.NIL then
+    lines[#lines + 1] = 'inline completions: ' .. e.engine
+  end
+  if e.chatEngine and e.chatEngine ~= vim.NIL and e.chatEngine ~= e.engine then
+    lines[#lines + 1] = 'chat-style work: ' .. e.chatEngine
+  end
+  for part, why in pairs(type(e.problems) == 'table' and e.problems or {}) do
+    lines[#lines + 1] = ('not answering (%s): %s'):format(PARTS[part] or part, why)
+  end
+  if e.state == 'degraded' then
+    lines[#lines + 1] = 'the local model answers until the remote engine is back'
+  end
+  return lines
+end
+
+--- A short mark of the engine's state for the statusline ("" when all is well).
+---@return string
+local function engine_mark()
+  local state = M.engine.state
+  if state == 'degraded' then
+    return '[remote down, local]'
+  elseif state == 'down' then
+    return '[remote down]'
+  elseif state == 'failed' then
+    return '[failed]'
+  end
+  return ''
+end
+
 local sent_at = {} ---@type table<string, integer> "client:request" -> hrtime (ns)
 local refreshing = false
 
@@ -74,7 +128,8 @@ function M.track()
   })
 end
 
---- The statusline component: "waferline 23ms 410tok/s", "waferline off", or "" where waferline is not attached.
+--- The statusline component: "waferline 23ms 410tok/s", "waferline [remote down, local] 23ms", "waferline off", or
+--- "" where waferline is not attached.
 ---@return string
 function M.statusline()
   local clients = server.clients(vim.api.nvim_get_current_buf())
@@ -85,6 +140,10 @@ function M.statusline()
     return 'waferline off'
   end
   local parts = { 'waferline' }
+  local mark = engine_mark()
+  if mark ~= '' then
+    parts[#parts + 1] = mark
+  end
   if M.last.latency_ms then
     parts[#parts + 1] = ('%dms'):format(math.floor(M.last.latency_ms + 0.5))
   end

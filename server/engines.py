@@ -1,0 +1,93 @@
+"""The engine the options ask for, built on the engine thread when the server loads it (server/worker.py).
+
+Inline completions come from the local model, or from `engineUrl` with the local model behind it
+(`engineFallback`); chat-style work (hover summaries, `waferline/ask`, code actions) from the same engine, the local
+`chatModel`, or `chatEngineUrl` (`chatEngine`), joined by engine/routing.py. A local model both need is loaded once.
+A remote completion engine that cannot be reached fails the load unless the local model is its fallback (which then
+answers while the remote one is built again in the background); a remote chat engine that cannot be reached never
+takes inline completions down with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from waferline.engine.api import Engine
+from waferline.server.options import Options
+
+
+def build_engine(options: Options) -> Engine:
+    loaded: dict[str | None, Engine] = {}
+
+    def local(model: str | None) -> Engine:
+        if model not in loaded:
+            loaded[model] = _local_engine(options, model)
+        return loaded[model]
+
+    completion = _remote_or_local(
+        options, options.engine_url, options.engine_dialect, options.engine_model, options.engine_fim_template,
+        chat=False, local=lambda: local(options.model),
+    )  # fmt: skip
+    if options.chat_engine == "same":
+        return completion
+    from waferline.engine.routing import RoutedEngine
+
+    chat_model = options.chat_model or options.model
+    if options.chat_engine == "local":
+        chat = local(chat_model)
+        return completion if chat is completion else RoutedEngine(completion, chat)
+    if not options.chat_engine_url:
+        raise ValueError("chatEngine is remote but chatEngineUrl is not set")
+    from waferline.engine.fallback import Unavailable
+    from waferline.engine.remote.stream import RemoteError
+
+    try:
+        chat = _remote_or_local(
+            options, options.chat_engine_url, options.chat_engine_dialect, options.chat_engine_model,
+            options.chat_engine_fim_template, chat=True, local=lambda: local(chat_model),
+        )  # fmt: skip
+    except RemoteError as e:  # no fallback: completions still work, chat-style work is refused with the reason
+        chat = Unavailable(f"the chat engine is unavailable ({e})")
+    return RoutedEngine(completion, chat)
+
+
+def _remote_or_local(
+    options: Options, url: str | None, dialect: str, model: str | None, fim_template: str, *, chat: bool,
+    local: Callable[[], Engine],
+) -> Engine:  # fmt: skip
+    """The remote engine at `url` (with `local()` behind it when `engineFallback`), or `local()` without a URL."""
+    if not url:
+        return local()
+    from waferline.engine.fallback import FallbackEngine
+    from waferline.engine.remote.engine import RemoteEngine
+    from waferline.engine.remote.stream import RemoteError
+
+    def connect() -> RemoteEngine:
+        return RemoteEngine(
+            dialect,  # type: ignore[arg-type]  # one of DIALECTS: the option's choices
+            url,
+            model=model,
+            fim_template=None if fim_template == "auto" else fim_template,
+            chat=chat,
+        )
+
+    try:
+        remote = connect()
+    except RemoteError as e:
+        if not options.engine_fallback:
+            raise
+        return FallbackEngine(None, local(), reason=str(e), connect=connect)  # tried again in the background
+    return FallbackEngine(remote, local()) if options.engine_fallback else remote
+
+
+def _local_engine(options: Options, model: str | None) -> Engine:
+    from waferline.engine.local import LocalEngine
+
+    return LocalEngine.load(
+        model,
+        backend=options.backend,
+        weights=options.dtype,
+        kv_cache_mb=options.kv_cache_mb,
+        threads=options.threads,
+        speculate=options.speculate,
+    )

@@ -1,0 +1,115 @@
+"""The local fallback behind a remote engine (engine/fallback.py): answers while the remote one is down, marked with
+why; asks the remote one again as soon as its background probe says it is back; builds one that was down at start
+again in the background; never costs a keystroke a failed connection while it is down."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+
+from fixed_engine import FixedEngine  # tests/support (on sys.path: tests/conftest.py)
+
+from waferline.engine.api import ENGINE_LANE, Completion, EditRequest, EngineInfo, EngineUnavailable
+from waferline.engine.fallback import FallbackEngine
+
+
+class Remote:
+    """A remote engine whose answers and probe the test decides."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.calls = 0
+        self.checks: list[concurrent.futures.Future[bool]] = []
+
+    def complete(self, request: EditRequest, should_cancel: object) -> Completion:
+        self.calls += 1
+        if not self.up:
+            raise EngineUnavailable("http://remote/infill: cannot connect (is the server running?)")
+        return Completion(text="remote", stop_reason="stop_token")
+
+    def check(self) -> concurrent.futures.Future[bool]:
+        future: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self.checks.append(future)
+        return future
+
+    def lane(self, request: object, key: str) -> str:
+        return f"remote {key}"
+
+    def describe(self) -> EngineInfo:
+        return EngineInfo("remote model", can_chat=False)
+
+    def context_chars(self, max_new_tokens: int) -> int:
+        return 10_000
+
+    def drop_session(self, session_id: str) -> None:
+        pass
+
+
+def request() -> EditRequest:
+    return EditRequest(session_id="file:///a.py", prefix="x = ", suffix="")
+
+
+def test_down_answers_locally_with_the_reason_and_comes_back_when_the_probe_says_so() -> None:
+    remote = Remote()
+    engine = FallbackEngine(remote, FixedEngine("local"), check_s=0.0)
+    assert engine.complete(request(), lambda: False).text == "remote"
+    remote.up = False
+    down = engine.complete(request(), lambda: False)
+    assert down.text == "local" and down.timings["fallback"] == 1.0 and "cannot connect" in (down.unavailable or "")
+    assert engine.lane(request(), "file:///a.py") == ENGINE_LANE, "while down, the local model's lane"
+    calls = remote.calls
+    for _ in range(3):
+        assert engine.complete(request(), lambda: False).text == "local"
+    assert remote.calls == calls, "no keystroke tries the server that is down"
+    assert remote.checks and all(not f.done() for f in remote.checks[:1]), "a probe runs in the background"
+    remote.checks[0].set_result(False)  # still down
+    assert engine.complete(request(), lambda: False).text == "local"
+    remote.up = True
+    remote.checks[-1].set_result(True)  # back
+    back = engine.complete(request(), lambda: False)
+    assert (
+        back.text == "remote"
+        and back.unavailable is None
+        and "now answered locally" not in engine.describe().description
+    )
+
+
+def test_one_probe_at_a_time_and_at_most_every_check_s() -> None:
+    remote = Remote()
+    engine = FallbackEngine(remote, FixedEngine("local"), check_s=3600.0)
+    remote.up = False
+    engine.complete(request(), lambda: False)
+    for _ in range(5):
+        engine.complete(request(), lambda: False)
+    assert len(remote.checks) == 0, "the first probe waits check_s after the failure"
+    engine = FallbackEngine(remote, FixedEngine("local"), check_s=0.0)
+    engine.complete(request(), lambda: False)
+    for _ in range(5):
+        engine.complete(request(), lambda: False)
+    assert len(remote.checks) == 1, "a probe that has not answered is not started again"
+
+
+def test_a_remote_engine_down_at_start_is_built_again_in_the_background() -> None:
+    attempts: list[float] = []
+    built = threading.Event()
+    remote = Remote()
+
+    def connect() -> Remote:
+        attempts.append(time.monotonic())
+        if len(attempts) == 1:
+            raise OSError("http://remote/props: cannot connect (is the server running?)")
+        built.set()
+        return remote
+
+    engine = FallbackEngine(None, FixedEngine("local"), reason="cannot connect", connect=connect, reconnect_s=0.0)
+    first = engine.complete(request(), lambda: False)
+    assert first.text == "local" and "cannot connect" in (first.unavailable or "")
+    deadline = time.monotonic() + 5
+    while not built.is_set() and time.monotonic() < deadline:
+        engine.complete(request(), lambda: False)  # each request may start an attempt; none waits for it
+        time.sleep(0.01)
+    assert built.is_set() and len(attempts) >= 2
+    while engine.primary is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.complete(request(), lambda: False).text == "remote", "no options change needed"
