@@ -6,7 +6,9 @@ probe: while it is down, a request at most every `check_s` starts a probe in the
 which never holds up the request, and the first request after a probe has succeeded goes to the primary again. So a
 server that is down costs no keystroke a failed connection (a timeout on an unreachable host would cost seconds),
 and one that is back is used at once. When the primary could not be reached when the engine was built, `primary` is
-None and `connect` builds it again in the background, at most every `reconnect_s`, without an options change.
+None and `connect` builds it again in the background, at most every `reconnect_s`, without an options change. That
+also holds without a fallback (`fallback` None: no local model behind the remote one): until the remote engine is
+reached, each request fails as one to a remote engine that is down does (`EngineUnavailable`).
 
 Chat requests go to the primary when it can chat. Each answer the fallback gives is marked in its timings
 (`waferline/stats` counts `fallback_answers`) and carries why (`Completion.unavailable`), from which the server
@@ -47,7 +49,7 @@ RECONNECT_S = 5.0  # at most this often, building a primary that could not be re
 
 class FallbackEngine:
     def __init__(
-        self, primary: Any | None, fallback: Engine, *, reason: str | None = None,
+        self, primary: Any | None, fallback: Engine | None, *, reason: str | None = None,
         connect: Callable[[], Any] | None = None, check_s: float = CHECK_S, reconnect_s: float = RECONNECT_S,
     ) -> None:  # fmt: skip
         self.primary, self.fallback = primary, fallback
@@ -118,7 +120,9 @@ class FallbackEngine:
 
     def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
         primary = self._primary_for(request)
-        return primary.lane(request, key) if primary is not None else self.fallback.lane(request, key)
+        if primary is not None:
+            return str(primary.lane(request, key))
+        return self.fallback.lane(request, key) if self.fallback is not None else ENGINE_LANE
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         if (primary := self._primary_for(request)) is not None:
@@ -128,7 +132,7 @@ class FallbackEngine:
                 return completion
             except EngineUnavailable as e:
                 self._went_down(e)
-        return self._fallback(self.fallback.complete(request, should_cancel))
+        return self._fallback(self._local().complete(request, should_cancel))
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         if (primary := self._primary_for(request)) is not None:
@@ -138,7 +142,14 @@ class FallbackEngine:
                 return completion
             except EngineUnavailable as e:
                 self._went_down(e)
-        return self._fallback(self.fallback.chat(request, should_cancel))
+        return self._fallback(self._local().chat(request, should_cancel))
+
+    def _local(self) -> Engine:
+        """The fallback; without one (the remote engine could not be reached at start and no local model is
+        configured behind it), the request fails as a remote one that is down does, while `connect` keeps trying."""
+        if self.fallback is None:
+            raise EngineUnavailable(self.down_reason or "the remote engine is unavailable")
+        return self.fallback
 
     def _fallback(self, completion: Completion) -> Completion:
         completion.timings["fallback"] = 1.0  # counted as `fallback_answers` in waferline/stats
@@ -160,6 +171,14 @@ class FallbackEngine:
         return min(known) if known else None
 
     def describe(self) -> EngineInfo:
+        if self.fallback is None:
+            primary = self.primary
+            if primary is not None and not self._down:
+                info: EngineInfo = primary.describe()
+                return info
+            why = f"the remote engine is unavailable ({self.down_reason}); tried again every {self._reconnect_s:g} s"
+            return EngineInfo(f"unavailable: {why}", can_chat=False, warning=why,
+                              problems={"completion": (str(self.down_reason), False)})  # fmt: skip
         local = self.fallback.describe()
         if self.primary is None:
             why = f"the remote engine is unavailable ({self.down_reason}); the local model answers"
@@ -171,7 +190,8 @@ class FallbackEngine:
                           remote.can_chat or local.can_chat)  # fmt: skip
 
     def drop_session(self, session_id: str) -> None:
-        self.fallback.drop_session(session_id)
+        if self.fallback is not None:
+            self.fallback.drop_session(session_id)
         if self.primary is not None:
             self.primary.drop_session(session_id)
 

@@ -3,9 +3,9 @@
 Inline completions come from the local model, or from `engineUrl` with the local model behind it
 (`engineFallback`); chat-style work (hover summaries, `waferline/ask`, code actions) from the same engine, the local
 `chatModel`, or `chatEngineUrl` (`chatEngine`), joined by engine/routing.py. A local model both need is loaded once.
-A remote completion engine that cannot be reached fails the load unless the local model is its fallback (which then
-answers while the remote one is built again in the background); a remote chat engine that cannot be reached never
-takes inline completions down with it.
+A remote completion engine that cannot be reached at start is built again in the background until it answers; the
+local model answers meanwhile when it is the fallback, else requests fail as to a remote engine that is down (the
+user is told once); a remote chat engine that cannot be reached never takes inline completions down with it.
 """
 
 from __future__ import annotations
@@ -73,10 +73,8 @@ def _remote_or_local(
 
     try:
         remote = connect()
-    except RemoteError as e:
-        if not options.engine_fallback:
-            raise
-        return FallbackEngine(None, local(), reason=str(e), connect=connect)  # tried again in the background
+    except RemoteError as e:  # tried again in the background, answered by the local model meanwhile if it is behind
+        return FallbackEngine(None, local() if options.engine_fallback else None, reason=str(e), connect=connect)
     return FallbackEngine(remote, local()) if options.engine_fallback else remote
 
 

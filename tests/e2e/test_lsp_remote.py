@@ -1,9 +1,10 @@
 """`waferline serve` with a remote engine (`engineUrl`) over LSP: the shipped model exported as GGUF and served by the
 real llama-server (built by `make test`), through the llama-server and OpenAI dialects; and a server that is not
-there, reported as an engine that could not load, with every request still answered."""
+there yet, reported once, every request still answered, and used once it answers."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,15 +51,36 @@ async def test_typing_through_a_remote_engine(server_url: str, dialect: str) -> 
         assert s["kv_reuse"] is not None and s["kv_reuse"] > 0.5, "a keystroke finds its prompt in the server's cache"
 
 
-async def test_an_engine_url_nobody_answers_without_fallback_is_reported_and_requests_answered() -> None:
-    options = {**OPTIONS, "engineUrl": "http://127.0.0.1:9", "engineDialect": "llama-server", "engineFallback": False}
+async def test_an_engine_url_nobody_answers_without_fallback_is_reported_and_used_once_it_is_up(
+    model_file: Path,
+) -> None:
+    """Without the fallback, a remote engine down at start: requests are answered empty, the user is told once, and
+    once a server answers on that URL it is used, without an options change or a restart."""
+    from llama_cpp_support import _free_port
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    options = {**OPTIONS, "engineUrl": url, "engineDialect": "llama-server", "engineFallback": False}
     async with lsp_session("vscode", options) as client:
         open_doc(client, URI, SOURCE)
-        assert await inline(client, URI, Typist(client, URI, 4, 11).position, invoked=True) == []
-        messages = [m.message for m in client.messages]  # window/showMessage
-        assert any("could not load the model" in m and "cannot connect" in m for m in messages), messages
+        typist = Typist(client, URI, 4, 11)
+        for _ in range(3):
+            assert await inline(client, URI, typist.position, invoked=True) == []
+        popups = [m.message for m in client.messages if "cannot connect" in m.message]  # window/showMessage
+        assert len(popups) == 1, client.messages
         s = await stats(client)
-        assert "failed to load" in s["engine"] and s["requests"] == 1
+        assert "unavailable" in s["engine"] and s["requests"] == 3, s["engine"]
+        assert s["engine_state"] == "down", s
+        with llama_server(model_file, port=port):
+            for ch in "math.pi * r * r"[:12]:  # the engine is built again within ~5 s; each keystroke asks
+                typist.type(ch)
+                await inline(client, URI, typist.position, invoked=True)
+                s = await stats(client)
+                if s["generations"]:
+                    break
+                await asyncio.sleep(1.0)
+        assert s["generations"] >= 1, f"the server on {url} was never used: {s}"
+        assert url in s["engine"] and s["engine_state"] == "ready", s
 
 
 async def test_with_the_fallback_the_local_model_answers_when_the_remote_engine_is_down(model_file: Path) -> None:

@@ -113,3 +113,34 @@ def test_a_remote_engine_down_at_start_is_built_again_in_the_background() -> Non
     while engine.primary is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert engine.complete(request(), lambda: False).text == "remote", "no options change needed"
+
+
+def test_down_at_start_without_a_fallback_fails_each_request_until_it_is_reached() -> None:
+    """No local model behind the remote one: requests fail as to a remote engine that is down (the server answers
+    them empty and tells the user once), and the engine is built again in the background, no options change."""
+    attempts: list[float] = []
+    remote = Remote()
+
+    def connect() -> Remote:
+        attempts.append(time.monotonic())
+        if len(attempts) == 1:
+            raise OSError("http://remote/props: cannot connect (is the server running?)")
+        return remote
+
+    engine = FallbackEngine(None, None, reason="cannot connect", connect=connect, reconnect_s=0.0)
+    info = engine.describe()
+    assert info.problems == {"completion": ("cannot connect", False)} and "unavailable" in info.description
+    assert engine.lane(request(), "file:///a.py") == ENGINE_LANE and engine.context_chars(32) is None
+    deadline = time.monotonic() + 5
+    failures = 0
+    while engine.primary is None and time.monotonic() < deadline:
+        try:
+            engine.complete(request(), lambda: False)
+        except EngineUnavailable as e:
+            failures += 1
+            assert "cannot connect" in str(e)
+        time.sleep(0.01)
+    assert failures >= 1 and len(attempts) >= 2
+    assert engine.complete(request(), lambda: False).text == "remote"
+    assert engine.describe().description == "remote model" and engine.lane(request(), "k") == "remote k"
+    engine.drop_session("file:///a.py")  # no fallback to drop it from
