@@ -46,6 +46,14 @@ class FallbackEngine:
         completion.timings["fallback"] = 1.0  # counted as `fallback_answers` in waferline/stats
         return completion
 
+    def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        """The engine that would answer `request` now warms for it: the local model while the remote one is not
+        used (unreachable at start, or down within `retry_s`), else the remote one (a no-op there)."""
+        if self.primary is not None and time.monotonic() >= self._down_until:
+            completion: Completion = self.primary.warm(request, should_cancel)
+            return completion
+        return self.fallback.warm(request, should_cancel)
+
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         if self.primary is not None and self.primary.describe().can_chat:
             try:
@@ -65,11 +73,12 @@ class FallbackEngine:
         local = self.fallback.describe()
         if self.primary is None:
             why = f"the remote engine is unavailable ({self.down_reason}); the local model answers"
-            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, warning=why)
+            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, local.can_warm, warning=why)
         remote = self.primary.describe()
         down = f"; now answered locally: {self.down_reason}" if self.down_reason else ""
+        # Warm-ups while the remote engine answers would fill a local cache no request reads: the remote one's say.
         return EngineInfo(f"{remote.description}, local fallback {local.description}{down}",
-                          remote.can_chat or local.can_chat)  # fmt: skip
+                          remote.can_chat or local.can_chat, remote.can_warm)  # fmt: skip
 
     def drop_session(self, session_id: str) -> None:
         self.fallback.drop_session(session_id)

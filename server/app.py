@@ -25,6 +25,7 @@ from waferline.server.background import Background
 from waferline.server.document import Document, readable, readable_change
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
+from waferline.server.features.warm import WarmUps
 from waferline.server.option_parsing import ENGINE_OPTIONS, parse_options
 from waferline.server.options import Options
 from waferline.server.protocol import WaferlineProtocol
@@ -53,6 +54,8 @@ class WaferlineServer(LanguageServer):
         self.background = Background()
         self.indexing = Indexing(self)  # the workspace index: hover, waferline/ask, completion context
         self.inline = InlineCompletions(self.worker, self.stats, self.documents, self.background, self.indexing)
+        # prompts prefilled before the first keystroke (on open, focus, after an edit no request followed)
+        self.warmups = WarmUps(self.inline, self.worker, self.documents, self.background, lambda: self.options)
         self.summaries = SummaryCache()  # model-written hover summaries
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -109,6 +112,7 @@ class WaferlineServer(LanguageServer):
         self.news(f"engine ready: {description}")
         if (warning := self.worker.warning()) is not None:
             self.report(warning)
+        self.warmups.engine_loaded()
 
     # -- documents -----------------------------------------------------------------------------------------------
     @property
@@ -123,6 +127,7 @@ class WaferlineServer(LanguageServer):
             self.worker.drop(item.uri)
             self.inline.forget(item.uri)
         self.documents[item.uri] = doc
+        self.warmups.opened(doc)
         return doc
 
     def change_document(self, params: types.DidChangeTextDocumentParams) -> None:
@@ -134,10 +139,11 @@ class WaferlineServer(LanguageServer):
         t0 = time.perf_counter()
         self._apply_changes(doc, params)
         self.stats.add_phases({"did_change": (time.perf_counter() - t0) * 1000.0})
+        self.warmups.edited(doc)
 
     def _apply_changes(self, doc: Document, params: types.DidChangeTextDocumentParams) -> None:
         """All of the changes, or none: a change that cannot apply leaves the text and version as they were."""
-        before = doc.text.checkpoint()
+        before, cursor = doc.text.checkpoint(), doc.cursor
         edits: list[TextChange | str] = []  # for the syntax tree, once every change has applied
         edited_line = None
         for change in params.content_changes:
@@ -146,15 +152,19 @@ class WaferlineServer(LanguageServer):
                 r = change.range
                 rng = ((r.start.line, r.start.character), (r.end.line, r.end.character))
                 try:
-                    edits.append(doc.text.apply_change(rng, change.text))
+                    applied = doc.text.apply_change(rng, change.text)
                 except PositionError as e:
                     doc.text.rollback(before)
+                    doc.cursor = cursor
                     self.report(f"refused an edit of {doc.uri}: {e}; the document may now differ from the editor's")
                     return
+                edits.append(applied)
                 edited_line = r.start.line
+                doc.cursor = applied.new_end  # where typing leaves the cursor: the end of what was inserted
             else:
                 doc.text.apply_change(None, change.text)
                 edits.append(change.text)
+                doc.cursor = None if doc.cursor is None else min(doc.cursor, len(change.text))
         if edited_line is not None:
             doc.edited_line, doc.edited_at = edited_line, time.monotonic()
         for edit in edits:
@@ -167,6 +177,7 @@ class WaferlineServer(LanguageServer):
 
     def close_document(self, uri: str) -> None:
         """Drop every copy of the document's text the server holds; after a large one, give the memory back."""
+        self.warmups.closed(uri)
         if (doc := self.documents.pop(uri, None)) is not None:
             self.worker.drop(uri)
             self.inline.forget(uri)
