@@ -39,6 +39,7 @@ class Worker:
         # when it is submitted, so it waits for a load that started before it (the first, or a reconfiguration).
         self._ready = asyncio.Event()
         self._loading = 0  # loads submitted and not ended
+        self.engines_loaded = 0  # engines built so far: which engine a session's cache belongs to
 
     async def load(self, factory: Callable[[], Engine]) -> str:
         """Build the engine on the engine thread (replacing any previous one); its description once ready."""
@@ -56,6 +57,7 @@ class Worker:
                 self.load_error = f"{type(e).__name__}: {e}"
                 raise
             self._engine = engine
+            self.engines_loaded += 1
             return self._info.description
 
         job = self._jobs.submit("__engine__", work)

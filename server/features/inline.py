@@ -6,11 +6,12 @@ request travels: a ticket for its document (server/shedding.py: a newer request 
 stale request is answered empty at whichever stage it is noticed, before the plan, the repository lookup or the
 engine) -> a `DocumentSnapshot` -> typed-through cache (the user typed the start of the
 suggestion on screen: answer the rest at once) -> `plan_completion` (complete here at all? single or multi-line?
-what context, which stop rules?) -> an `EditRequest` laid out so that typing only appends to the prompt -> the
-engine worker (superseded by a newer request for the same document) -> `finish_completion` (cut at a syntactic
-boundary, balance brackets, refuse what does not parse) -> the confidence gate -> a `Suggestion` whose range covers
-what it replaces. After a suggestion from the model is shown, the next one is precomputed while the engine is idle
-and nothing else waits, on the assumption that this one is accepted.
+what context, which stop rules?) -> an `EditRequest` laid out so that typing only appends to the prompt, with the
+model's previous text for the document (less what was typed of it since) as its draft -> the engine worker
+(superseded by a newer request for the same document) -> `finish_completion` (cut at a syntactic boundary, balance
+brackets, refuse what does not parse) -> the confidence gate -> a `Suggestion` whose range covers what it replaces.
+After a suggestion from the model is shown, the next one is precomputed while the engine is idle and nothing else
+waits, on the assumption that this one is accepted.
 """
 
 from __future__ import annotations

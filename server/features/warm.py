@@ -73,6 +73,7 @@ class WarmUps:
         self._task: asyncio.Task[None] | None = None
         self._target: str | None = None  # the uri the current task warms
         self._last: str | None = None  # the uri of the document the user was last in
+        self._warmed_on = 0  # the engine (Worker.engines_loaded) the last finished warm-up ran on
 
     # -- what the server tells it ----------------------------------------------------------------------------------
     def opened(self, doc: Document) -> None:
@@ -121,7 +122,8 @@ class WarmUps:
         """A new engine has no sessions: warm the document the user was last in again."""
         doc = self.documents.get(self._last) if self._last is not None else None
         under_way = self._task is not None and not self._task.done() and self._target == self._last
-        if doc is not None and doc.cursor is not None and not under_way:  # one waiting for the load goes on
+        done = self._warmed_on == self.worker.engines_loaded  # it warmed this engine already (after its load)
+        if doc is not None and doc.cursor is not None and not under_way and not done:
             self._schedule(doc, 0.0)
 
     def cancel(self) -> None:
@@ -156,8 +158,10 @@ class WarmUps:
         built = await self.inline.request_at(snapshot, offset, options, context=context, warming=True)
         if built is None or doc.text.version != snapshot.version:
             return  # nothing a request would send, or the document moved on while this was planned
+        engine = self.worker.engines_loaded
         done = await self.worker.warm(built[1])
         if done is not None:
+            self._warmed_on = engine
             log.debug("warmed %s at %d: %d of %d prompt tokens prefilled", doc.uri, offset, done.prefilled_tokens,
                       done.prompt_tokens)  # fmt: skip
 

@@ -9,6 +9,7 @@ each test begins from the fixture file reloaded in normal mode.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
@@ -379,9 +380,8 @@ def test_entering_a_buffer_and_insert_mode_tell_the_server_where_the_cursor_is(t
                  "the client to attach to other.py")  # fmt: skip
         nvim.keys("2GA")  # insert at the end of "x = é": byte 6, character 5 in UTF-16
         encoding = nvim.lua("return vim.lsp.get_clients({ name = 'waferline', bufnr = 0 })[1].offset_encoding")
-        sent = wait_for(
-            lambda: [f for f in nvim.lua(stats)["focus"] if f["position"]["line"] == 1] or None, 15, "didFocus on insert"
-        )
+        on_line_2 = lambda: [f for f in nvim.lua(stats)["focus"] if f["position"]["line"] == 1] or None  # noqa: E731
+        sent = wait_for(on_line_2, 15, "didFocus on insert")
         character = {"utf-8": 6, "utf-16": 5, "utf-32": 5}[encoding]
         assert sent[-1] == {"textDocument": {"uri": other.as_uri()}, "position": {"line": 1, "character": character}}
         nvim.keys("<Esc>")
@@ -391,7 +391,7 @@ def test_entering_a_buffer_and_insert_mode_tell_the_server_where_the_cursor_is(t
         assert back[-1]["position"] == {"line": 0, "character": 0}
         keys = [(f["textDocument"]["uri"], f["position"]["line"], f["position"]["character"])
                 for f in nvim.lua(stats)["focus"]]  # fmt: skip
-        assert all(a != b for a, b in zip(keys, keys[1:], strict=False)), f"the same place sent twice in a row: {keys}"
+        assert all(a != b for a, b in itertools.pairwise(keys)), f"the same place sent twice in a row: {keys}"
     finally:
         nvim.close()
 
