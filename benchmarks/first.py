@@ -7,10 +7,11 @@ editor opens a file: `didOpen`, then `waferline/didFocus` with the cursor (what 
 `--open-s` seconds (1 s) the first `textDocument/inlineCompletion` at the cursor is timed in the client, request sent
 -> answer received. Each case runs twice, once with the server's `warmUp` option on and once off (switched with
 `workspace/didChangeConfiguration`, the order alternating from case to case), each time as a new document, so that
-machine load and the cases weigh on both alike. Reported per mode: p50 and p95 of that latency, how many prompt
-tokens the first request prefilled (from `waferline/stats` before and after it), and the server's warm-up counters;
-with the load average before and after. Precomputing is off unless `--option precompute=true` (it would add its own
-prompts to the counters between cases).
+machine load and the cases weigh on both alike. Reported per mode: p50 and p95 of that latency over all cases and
+over the cases the model was asked for (a cursor the plan does not complete at, inside a string say, is answered at
+once either way), how many prompt tokens the first request prefilled (from `waferline/stats` before and after it),
+and the server's warm-up counters; with the load average before and after. Precomputing is off unless `--option
+precompute=true` (it would add its own prompts to the counters between cases).
 """
 
 from __future__ import annotations
@@ -124,15 +125,13 @@ async def measure(cases: list[Case], args: argparse.Namespace, options: dict[str
         server = await client.stats()
     finally:
         await client.stop()
-    out: dict[str, Any] = {}
+    # Cases where the cold request reached the model (it prefilled something): a cursor the plan does not complete
+    # at (inside a string, say) is answered at once either way.
+    asked = [i for i, (_, prefilled) in enumerate(results["cold"]) if prefilled > 0]
+    out: dict[str, Any] = {"model_cases": len(asked)}
     for mode, rows in results.items():
-        latencies = [ms for ms, _ in rows]
-        out[mode] = {
-            "p50_ms": _round(percentile(latencies, 50)),
-            "p95_ms": _round(percentile(latencies, 95)),
-            "mean_ms": _round(sum(latencies) / len(latencies)) if latencies else None,
-            "prefilled_tokens_mean": round(sum(p for _, p in rows) / len(rows), 1) if rows else None,
-        }
+        out[mode] = summarize([rows[i] for i in range(len(rows))])
+        out[f"{mode}_model_cases"] = summarize([rows[i] for i in asked])
     out["server"] = {k: server.get(k) for k in ("warmups", "warmups_cancelled", "warmup_tokens", "engine")}
     return out
 
@@ -161,6 +160,16 @@ async def one(client: TypingClient, path: Path, case: Case, open_s: float) -> tu
     )
     await asyncio.sleep(0.1)  # the session's drop runs before the next case opens
     return ms, prefilled
+
+
+def summarize(rows: list[tuple[float, int]]) -> dict[str, Any]:
+    latencies = [ms for ms, _ in rows]
+    return {
+        "p50_ms": _round(percentile(latencies, 50)),
+        "p95_ms": _round(percentile(latencies, 95)),
+        "mean_ms": _round(sum(latencies) / len(latencies)) if latencies else None,
+        "prefilled_tokens_mean": round(sum(p for _, p in rows) / len(rows), 1) if rows else None,
+    }
 
 
 def _round(x: float | None) -> float | None:
@@ -204,6 +213,9 @@ def print_table(summary: dict[str, Any]) -> None:
         table.add_column(column)
     for key in ("p50_ms", "p95_ms", "mean_ms", "prefilled_tokens_mean"):
         table.add_row(key, *(str(summary[mode][key]) for mode in MODES))
+    for key in ("p50_ms", "p95_ms"):
+        table.add_row(f"{key} ({summary['model_cases']} cases the model answered)",
+                      *(str(summary[f"{mode}_model_cases"][key]) for mode in MODES))  # fmt: skip
     Console().print(table)
     Console().print(f"server: {summary['server']}; load average {summary['loadavg_before']} -> "
                     f"{summary['loadavg_after']}")  # fmt: skip
