@@ -147,12 +147,17 @@ class SlowWarm(FixedEngine):
         return Completion(text="", stop_reason="prefilled", prefilled_tokens=self.chunks)
 
 
-def test_any_request_preempts_a_running_warm_up_and_is_answered() -> None:
-    s = Setup(SlowWarm("x"))
+def slow_setup() -> tuple[Setup, SlowWarm, Document]:
+    """A setup whose warm-ups take a second, and a second document (open, not yet warmed)."""
+    engine = SlowWarm("x")
+    s = Setup(engine)
     other = Document.open("file:///work/other.py", "python", "y = ", version=1)
     s.documents[other.uri] = other
-    engine = s.engine
-    assert isinstance(engine, SlowWarm)
+    return s, engine, other
+
+
+def test_any_request_preempts_a_running_warm_up_and_is_answered() -> None:
+    s, engine, other = slow_setup()
 
     async def main() -> Any:
         s.open()
@@ -168,11 +173,7 @@ def test_any_request_preempts_a_running_warm_up_and_is_answered() -> None:
 
 
 def test_focus_on_another_document_cancels_the_warm_up_under_way() -> None:
-    s = Setup(SlowWarm("x"))
-    other = Document.open("file:///work/other.py", "python", "y = ", version=1)
-    s.documents[other.uri] = other
-    engine = s.engine
-    assert isinstance(engine, SlowWarm)
+    s, engine, other = slow_setup()
 
     async def main() -> Document:
         doc = s.open()
