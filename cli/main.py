@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("waferline.cli.calibrate", "fit the server's confidence to eval-editor records; its curve"),
     "bench": ("waferline.benchmarks.decode", "measure prefill and decode speed of a model"),
     "bench-lsp": ("waferline.benchmarks.lsp", "measure a typing session through LSP: latency, cancels, KV reuse"),
+    "bench-first": (
+        "waferline.benchmarks.first",
+        "time the first completion on a freshly opened 1,000-line file, warm-up on and off",
+    ),
     "bench-index": ("waferline.benchmarks.index", "index a folder cold and warm and time lookups (default: stdlib)"),
     "bench-hover": ("waferline.benchmarks.hover", "time deterministic hover on the standard library's index"),
     "bench-syntax": ("waferline.benchmarks.syntax", "time the syntax work of one keystroke on a 2,000-line file"),

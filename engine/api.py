@@ -1,13 +1,14 @@
 """The engine interface: everything the server asks of an engine, and nothing else.
 
-The server (server/worker.py) speaks to an engine only through `Engine`: complete an edit request, chat with
-messages, say how much prompt text fits, describe itself, forget a session. The requests carry text, never tokens,
-so an engine may be the local model (engine/local.py) or, later, a remote server (llama-server, an OpenAI-compatible
-server, Ollama) behind HTTP. The server runs every call of `complete` and `chat` on the lane the engine names for it
-(`lane`: engine/jobs.py), one call at a time per lane, and `drop_session` and `describe` on the default lane (the
-engine thread); the local engine names the default lane for everything, so its model is touched by one thread at a
-time, while a remote engine names one lane per document so that documents are served side by side. `context_chars`
-and `lane` are also called from the event loop and must answer from what the engine knew when it was built.
+The server (server/worker.py) speaks to an engine only through `Engine`: complete an edit request, warm a session
+with the prompt of the next one (prefill only, while idle), chat with messages, say how much prompt text fits,
+describe itself, forget a session. The requests carry text, never tokens, so an engine may be the local model
+(engine/local.py) or a remote server (llama-server, an OpenAI-compatible server, Ollama) behind HTTP. The server
+runs every call of `complete`, `warm` and `chat` on the lane the engine names for it (`lane`: engine/jobs.py), one
+call at a time per lane, and `drop_session` and `describe` on the default lane (the engine thread); the local engine
+names the default lane for everything, so its model is touched by one thread at a time, while a remote engine names
+one lane per document so that documents are served side by side. `context_chars` and `lane` are also called from the
+event loop and must answer from what the engine knew when it was built.
 
 Which engine serves which feature is the server's configuration (engine/routing.py): a request's `route` says
 whether it is a keystroke's inline completion or chat-style work (hover summaries, `waferline/ask`, code actions).
@@ -46,9 +47,10 @@ class EditRequest:
     # Whole completions the server found in the document (prompt lookup); the engine may answer with one of them
     # instead of its own text when it finds that one likelier (engine/candidates.py). An engine may ignore them.
     candidates: tuple[str, ...] = ()
-    # Text the completion likely starts with (the still-valid tail of the previous suggestion, the text after the
-    # cursor): a draft the engine verifies several tokens per step (speculative decoding, engine/speculate.py). It
-    # changes how fast the completion comes, never what it is. An engine may ignore it.
+    # Text the completion likely starts with (the server sends the still-valid tail of the model's previous text for
+    # this document, server/features/suggestion_cache.py): a draft the engine verifies several tokens per step
+    # (speculative decoding, engine/speculate.py, ranked before prompt lookup). It changes how fast the completion
+    # comes, never what it is. An engine may ignore it.
     draft: str = ""
     route: Route = "completion"
 
@@ -67,7 +69,9 @@ class ChatRequest:
 @dataclass
 class Completion:
     text: str
-    stop_reason: str  # generate.STOP_REASONS: stop_token, stop_string, stop_rule, max_tokens, time_budget, cancelled...
+    # generate.STOP_REASONS: stop_token, stop_string, stop_rule, max_tokens, time_budget, cancelled...; and from `warm`,
+    # prefilled or unsupported
+    stop_reason: str
     prompt_tokens: int = 0
     reused_tokens: int = 0  # prompt tokens served from the session's KV cache
     prefilled_tokens: int = 0  # prompt tokens computed for this request
@@ -106,6 +110,7 @@ class Completion:
 class EngineInfo:
     description: str  # one line for the editor's log and `waferline/stats`: model, weights, where it runs
     can_chat: bool  # follows instructions (the model has a chat template): ask and rewrite need it
+    can_warm: bool = False  # `warm` fills a cache the next `complete` reads (the local model); False: warm is a no-op
     warning: str | None = None  # something the user should be told once (a remote engine down, the local one answers)
     chat: str | None = None  # with a second engine for chat-style work (engine/routing.py): its description
     # What does not answer from the start, per part ("completion", "chat"): (why, whether the local model answers in
@@ -125,6 +130,14 @@ class EngineUnavailable(ValueError):
 class Engine(Protocol):
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         """Fill in between the request's prefix and suffix. ValueError when the engine refuses the request."""
+        ...
+
+    def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        """Prefill the prompt `complete` would build for `request` into its session and decode nothing, so that the
+        request that follows at the same cursor only prefills what was typed since. Stop reason "prefilled" (the
+        session holds the prompt; `prefilled_tokens` says how many it computed, 0 when it held it already),
+        "cancelled" (stopped between chunks: what was prefilled stays, a valid prefix), or "unsupported" (an engine
+        without such a cache: `EngineInfo.can_warm` is False). ValueError when it refuses the request, as `complete`."""
         ...
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:

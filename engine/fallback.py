@@ -15,9 +15,6 @@ Chat requests go to the primary when it can chat. Each answer the fallback gives
 shows the engine's state. A request goes to the lane of the engine that will answer it (engine/api.py
 `Engine.lane`); should the primary fail mid-request, the fallback answers on the primary's lane, which the local
 engine allows (one call at a time, from whichever thread).
-
-`Unavailable` stands in for an engine that could not be built and has no fallback behind it (a remote chat engine
-down at start), so that the rest of the server works: its requests are answered empty, its chat refused with why.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ from typing import Any
 from waferline.engine.api import (
     ENGINE_LANE,
     ChatRequest,
-    ChatUnsupported,
     Completion,
     EditRequest,
     Engine,
@@ -134,6 +130,16 @@ class FallbackEngine:
                 self._went_down(e)
         return self._fallback(self._local().complete(request, should_cancel))
 
+    def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        """The engine that would answer `request` now warms for it: the local model while the remote one is not
+        used (unreachable at start, or down), else the remote one (a no-op there); nothing without a fallback."""
+        if (primary := self._primary_for(request)) is not None:
+            completion: Completion = primary.warm(request, should_cancel)
+            return completion
+        if self.fallback is None:
+            return Completion(text="", stop_reason="unsupported")
+        return self.fallback.warm(request, should_cancel)
+
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         if (primary := self._primary_for(request)) is not None:
             try:
@@ -182,12 +188,13 @@ class FallbackEngine:
         local = self.fallback.describe()
         if self.primary is None:
             why = f"the remote engine is unavailable ({self.down_reason}); the local model answers"
-            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, warning=why,
+            return EngineInfo(f"{local.description} (fallback: {why})", local.can_chat, local.can_warm, warning=why,
                               problems={"completion": (str(self.down_reason), True)})  # fmt: skip
         remote = self.primary.describe()
         down = f"; now answered locally: {self.down_reason}" if self._down else ""
+        # Warm-ups while the remote engine answers would fill a local cache no request reads: the remote one's say.
         return EngineInfo(f"{remote.description}, local fallback {local.description}{down}",
-                          remote.can_chat or local.can_chat)  # fmt: skip
+                          remote.can_chat or local.can_chat, remote.can_warm)  # fmt: skip
 
     def drop_session(self, session_id: str) -> None:
         if self.fallback is not None:
@@ -201,29 +208,3 @@ class FallbackEngine:
             primary = self.primary
         if primary is not None and hasattr(primary, "close"):
             primary.close()
-
-
-class Unavailable:
-    """See the module docstring: an engine that could not be built, standing in so that the rest works."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
-        return Completion(text="", stop_reason="unavailable")
-
-    def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        raise ChatUnsupported(self.reason)
-
-    def context_chars(self, max_new_tokens: int) -> int | None:
-        return None
-
-    def describe(self) -> EngineInfo:
-        return EngineInfo(f"unavailable ({self.reason})", can_chat=False, warning=self.reason,
-                          problems={"completion": (self.reason, False)})  # fmt: skip
-
-    def drop_session(self, session_id: str) -> None:
-        """Nothing kept."""
-
-    def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
-        return ENGINE_LANE

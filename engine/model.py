@@ -230,13 +230,6 @@ class Transformer:
             logits = self.fused(int(tokens[0]), kv, start)
             dev.kv_advance(kv, start + 1)
             return logits
-        if (many := step_many(self.fused, T)) is not None:
-            # A few tokens (what a keystroke adds to a cached prompt, a candidate to score) through the k-token step:
-            # every weight read once, as the per-op calls below do, but one call instead of ~15 per layer, and each
-            # row a one-token step's. 3 tokens: 0.6 ms there against 2.2 ms of per-op prefill (docs/benchmarks.md).
-            logits = many(tokens.tolist(), kv, start)
-            dev.kv_advance(kv, start + T)
-            return logits[-1:] if last_only else logits
         H, KVH, D = args.n_heads, args.n_kv_heads, args.head_dim
         cos, sin, eps = self.rope_cos, self.rope_sin, args.norm_eps
         # One decode step is ~15 device calls per layer, each costing microseconds of dispatch whatever its size, so

@@ -28,6 +28,10 @@ class RoutedEngine:
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         return self.chat_engine.chat(request, should_cancel)
 
+    def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        """Warm-ups are for keystrokes: the completion engine's."""
+        return self.completion.warm(request, should_cancel)
+
     def lane(self, request: EditRequest | ChatRequest, key: str) -> str:
         return self._for(request).lane(request, key)
 
@@ -43,6 +47,7 @@ class RoutedEngine:
         return EngineInfo(
             completion.description,
             chat.can_chat,
+            completion.can_warm,
             warning="; ".join(warnings) or None,
             chat=chat.description,
             problems=problems,

@@ -27,6 +27,7 @@ from waferline.server.engine_state import ENGINE_STATE_METHOD, Problem, outage_m
 from waferline.server.engines import build_engine
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
+from waferline.server.features.warm import WarmUps
 from waferline.server.option_parsing import ENGINE_OPTIONS, parse_options
 from waferline.server.options import Options
 from waferline.server.protocol import WaferlineProtocol
@@ -55,6 +56,8 @@ class WaferlineServer(LanguageServer):
         self.background = Background()
         self.indexing = Indexing(self)  # the workspace index: hover, waferline/ask, completion context
         self.inline = InlineCompletions(self.worker, self.stats, self.documents, self.background, self.indexing)
+        # prompts prefilled before the first keystroke (on open, focus, after an edit no request followed)
+        self.warmups = WarmUps(self.inline, self.worker, self.documents, self.background, lambda: self.options)
         self.summaries = SummaryCache()  # model-written hover summaries
         self.worker.health.on_change = self.engine_state_changed
 
@@ -114,6 +117,7 @@ class WaferlineServer(LanguageServer):
         if (warning := self.worker.warning()) is not None:
             self.report(warning)
         self.send_engine_state()
+        self.warmups.engine_loaded()
 
     def engine_state(self) -> dict[str, Any]:
         """What `waferline/engineState` and `waferline/stats` say of the engine: loading, failed, ready, degraded
@@ -157,6 +161,7 @@ class WaferlineServer(LanguageServer):
             self.worker.drop(item.uri)
             self.inline.forget(item.uri)
         self.documents[item.uri] = doc
+        self.warmups.opened(doc)
         return doc
 
     def change_document(self, params: types.DidChangeTextDocumentParams) -> None:
@@ -168,10 +173,11 @@ class WaferlineServer(LanguageServer):
         t0 = time.perf_counter()
         self._apply_changes(doc, params)
         self.stats.add_phases({"did_change": (time.perf_counter() - t0) * 1000.0})
+        self.warmups.edited(doc)
 
     def _apply_changes(self, doc: Document, params: types.DidChangeTextDocumentParams) -> None:
         """All of the changes, or none: a change that cannot apply leaves the text and version as they were."""
-        before = doc.text.checkpoint()
+        before, cursor = doc.text.checkpoint(), doc.cursor
         edits: list[TextChange | str] = []  # for the syntax tree, once every change has applied
         edited_line = None
         for change in params.content_changes:
@@ -180,15 +186,19 @@ class WaferlineServer(LanguageServer):
                 r = change.range
                 rng = ((r.start.line, r.start.character), (r.end.line, r.end.character))
                 try:
-                    edits.append(doc.text.apply_change(rng, change.text))
+                    applied = doc.text.apply_change(rng, change.text)
                 except PositionError as e:
                     doc.text.rollback(before)
+                    doc.cursor = cursor
                     self.report(f"refused an edit of {doc.uri}: {e}; the document may now differ from the editor's")
                     return
+                edits.append(applied)
                 edited_line = r.start.line
+                doc.cursor = applied.new_end  # where typing leaves the cursor: the end of what was inserted
             else:
                 doc.text.apply_change(None, change.text)
                 edits.append(change.text)
+                doc.cursor = None if doc.cursor is None else min(doc.cursor, len(change.text))
         if edited_line is not None:
             doc.edited_line, doc.edited_at = edited_line, time.monotonic()
         for edit in edits:
@@ -201,6 +211,7 @@ class WaferlineServer(LanguageServer):
 
     def close_document(self, uri: str) -> None:
         """Drop every copy of the document's text the server holds; after a large one, give the memory back."""
+        self.warmups.closed(uri)
         if (doc := self.documents.pop(uri, None)) is not None:
             self.worker.drop(uri)
             self.inline.forget(uri)

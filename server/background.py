@@ -1,4 +1,5 @@
-"""Work the event loop runs without awaiting it: indexing on `initialized`, hover summaries, precomputed suggestions."""
+"""Work the event loop runs without awaiting it: indexing on `initialized`, hover summaries, precomputed suggestions,
+warm-ups."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ class Background:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `coro` as a task, kept until it ends; the task, for a caller that may cancel it."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
 
@@ -27,3 +29,4 @@ class Background:
                 log.error("background task failed: %r", e, exc_info=e)
 
         task.add_done_callback(done)
+        return task

@@ -58,6 +58,9 @@ class Document:
     syntax: SyntaxTree
     edited_line: int | None = None  # where the last change started, and when: for other documents' prompts
     edited_at: float = 0.0
+    # Where the user was last seen, a `str` offset (the end of the last edit, a request's position, the client's
+    # `waferline/didFocus`): where a warm-up prefills the next request's prompt (features/warm.py). None: unknown.
+    cursor: int | None = None
     _readable: tuple[str, str] = ("", "")  # (text, its readable form): computed once per change, when first read
 
     @classmethod

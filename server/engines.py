@@ -38,16 +38,12 @@ def build_engine(options: Options) -> Engine:
         return completion if chat is completion else RoutedEngine(completion, chat)
     if not options.chat_engine_url:
         raise ValueError("chatEngine is remote but chatEngineUrl is not set")
-    from waferline.engine.fallback import Unavailable
-    from waferline.engine.remote.stream import RemoteError
-
-    try:
-        chat = _remote_or_local(
-            options, options.chat_engine_url, options.chat_engine_dialect, options.chat_engine_model,
-            options.chat_engine_fim_template, chat=True, local=lambda: local(chat_model),
-        )  # fmt: skip
-    except RemoteError as e:  # no fallback: completions still work, chat-style work is refused with the reason
-        chat = Unavailable(f"the chat engine is unavailable ({e})")
+    # Unreachable at start: built again in the background like a completion engine (engine/fallback.py); without a
+    # fallback its chat-style work is refused with the reason meanwhile, and inline completions are not touched.
+    chat = _remote_or_local(
+        options, options.chat_engine_url, options.chat_engine_dialect, options.chat_engine_model,
+        options.chat_engine_fim_template, chat=True, local=lambda: local(chat_model),
+    )  # fmt: skip
     return RoutedEngine(completion, chat)
 
 

@@ -19,13 +19,16 @@ from waferline.server.features.ask import ASK_COMMAND, ASK_METHOD, ask
 from waferline.server.features.hover import hover as hover_at
 from waferline.server.features.inline import Suggestion, advance
 from waferline.server.options import SECTION, Options
-from waferline.server.params import field
+from waferline.server.params import field, position
 from waferline.server.text import PositionError
 
 log = logging.getLogger(__name__)
 
 STATS_METHOD = "waferline/stats"
 DOCUMENT_METHOD = "waferline/document"  # what the server holds for a document: lets a client check it is in sync
+# The client's notification that the user is in a document at a position (active editor changed, buffer entered,
+# cursor placed): where a warm-up prefills the next suggestion's prompt (server/features/warm.py).
+FOCUS_METHOD = "waferline/didFocus"
 
 
 def suggestion_range(doc: Document, s: Suggestion, position: types.Position) -> types.Range:
@@ -146,6 +149,7 @@ def create_server(
     ) -> types.InlineCompletionList:
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         doc, offset = ls.document_at(params.text_document.uri, params.position)
+        ls.warmups.requested(doc, offset)
         s = await ls.inline.answer(doc, offset, ls.options, explicit=explicit)
         if s is None:
             return types.InlineCompletionList(items=[])
@@ -161,6 +165,7 @@ def create_server(
         if ls.client_has_inline or not ls.options.completion_fallback:
             return types.CompletionList(is_incomplete=False, items=[])
         explicit = params.context is not None and params.context.trigger_kind == types.CompletionTriggerKind.Invoked
+        ls.warmups.requested(doc, offset)
         s = await ls.inline.answer(doc, offset, ls.options, explicit=explicit)
         if s is None:
             return types.CompletionList(is_incomplete=True, items=[])
@@ -190,6 +195,15 @@ def create_server(
         state = ls.engine_state()
         return {**ls.stats.snapshot(), "engine": state["engine"], "chat_engine": state["chatEngine"],
                 "engine_state": state["state"], "engine_problems": state["problems"]}  # fmt: skip
+
+    @server.feature(FOCUS_METHOD)
+    def did_focus(ls: WaferlineServer, params: Any) -> None:
+        uri = field(field(params, "textDocument"), "uri")
+        if not isinstance(uri, str):
+            raise JsonRpcInvalidParams(f"{FOCUS_METHOD} expects {{'textDocument': {{'uri': string}}, 'position'?}}")
+        at = field(params, "position")
+        pos = position(at, f"{FOCUS_METHOD}'s position") if at is not None else None
+        ls.warmups.focused(uri, None if pos is None else (pos.line, pos.character))
 
     @server.feature(DOCUMENT_METHOD)
     def document_state(ls: WaferlineServer, params: Any) -> dict[str, Any]:

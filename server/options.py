@@ -267,6 +267,13 @@ class Options:
         "After a suggestion from the model is shown and the engine is idle, compute the suggestion that would follow "
         "it once accepted; any keystroke's request preempts this work.",
     )
+    warm_up: bool = option(
+        True,
+        COMPLETION,
+        "Before the first keystroke: when a document is opened or focused (the clients' `waferline/didFocus`) and "
+        "after an edit no request followed, prefill the prompt the next suggestion at the cursor needs into the "
+        "document's KV cache while the engine is idle, decoding nothing; any request preempts it (docs/engine.md).",
+    )
     completion_fallback: bool = option(
         True,
         COMPLETION,

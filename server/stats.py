@@ -48,6 +48,13 @@ class Stats:
     chat_generations: int = 0  # model runs for chat-style work (hover summaries, ask, code actions): engine/routing.py
     drafted_tokens: int = 0
     accepted_tokens: int = 0
+    # per draft source (engine/speculate.py SOURCES: "caller" is the tail of the model's previous text the server
+    # sends, "lookup" prompt lookup): [drafted tokens verified, accepted]
+    draft_sources: dict[str, list[int]] = field(default_factory=dict)
+    # Warm-ups (server/features/warm.py): prompts prefilled while idle before a request needed them.
+    warmups: int = 0  # finished: the document's session holds the prompt at the cursor
+    warmups_cancelled: int = 0  # stopped by a request, an edit or another document's focus (what was done stays)
+    warmup_tokens: int = 0  # prompt tokens warm-ups prefilled
     # Load shedding (server/shedding.py): work made free by a newer change or request for the same document.
     shed_before_plan: int = 0  # requests stale when their turn came: answered empty before any parse or plan
     shed_before_engine: int = 0  # requests stale after planning or the repository lookup: never queued for the engine
@@ -71,6 +78,14 @@ class Stats:
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
 
+    def add_warmup(self, *, done: bool, prefilled_tokens: int) -> None:
+        with self._lock:
+            if done:
+                self.warmups += 1
+            else:
+                self.warmups_cancelled += 1
+            self.warmup_tokens += prefilled_tokens
+
     def add_latency(self, ms: float) -> None:
         with self._lock:
             self.latencies_ms.append(ms)
@@ -88,12 +103,17 @@ class Stats:
     def add_generation(
         self, *, prompt_tokens: int, prefilled_tokens: int, new_tokens: int, prefill_s: float, decode_s: float,
         decode_steps: int = 0, drafted_tokens: int = 0, accepted_tokens: int = 0,
+        draft_sources: dict[str, list[int]] | None = None,
     ) -> None:  # fmt: skip
         with self._lock:
             self.generations += 1
             self.decode_steps += decode_steps
             self.drafted_tokens += drafted_tokens
             self.accepted_tokens += accepted_tokens
+            for source, (proposed, accepted) in (draft_sources or {}).items():
+                counts = self.draft_sources.setdefault(source, [0, 0])
+                counts[0] += proposed
+                counts[1] += accepted
             self.prompt_tokens_total += prompt_tokens
             self.prefilled_tokens_total += prefilled_tokens
             self.new_tokens_total += new_tokens
@@ -112,9 +132,10 @@ class Stats:
                     "prefilled_tokens_total", "new_tokens_total", "fallback_answers", "chat_generations",
                     "decode_steps", "drafted_tokens", "accepted_tokens",
                     "shed_before_plan", "shed_before_engine", "context_skipped", "context_kept", "precompute_yielded",
-                    "index_updates", "index_coalesced",
+                    "index_updates", "index_coalesced", "warmups", "warmups_cancelled", "warmup_tokens",
                 )
             }  # fmt: skip
+            sources = {name: list(counts) for name, counts in self.draft_sources.items()}
             decode_s = self.decode_s_total
             new_tokens = self.new_tokens_total
             phases = {name: list(values) for name, values in self.phases_ms.items()}
@@ -123,6 +144,10 @@ class Stats:
         out["decode_tok_s"] = round(new_tokens / decode_s, 1) if decode_s > 0 else None
         steps = out["decode_steps"]
         out["tokens_per_step"] = round((steps + out["accepted_tokens"]) / steps, 3) if steps else None
+        out["draft_sources"] = {
+            name: {"drafted": d, "accepted": a, "acceptance": round(a / d, 3) if d else None}
+            for name, (d, a) in sorted(sources.items())
+        }
         for q in (50, 95, 99):
             p = percentile(lat, q)
             out[f"latency_ms_p{q}"] = round(p, 2) if p is not None else None

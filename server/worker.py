@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 from collections.abc import Callable
 
 from waferline.engine.api import (
@@ -36,7 +37,7 @@ Prepare = Callable[[EditRequest], EditRequest]  # finishes a request on the engi
 
 class Worker:
     """Async front of the engine for the event loop: `load` the engine, await `complete` or `chat`, `precompute`
-    when idle, `drop` a closed document's session. Requests that arrive while the engine loads wait for it."""
+    or `warm` when idle, `drop` a closed document's session. Requests that arrive while the engine loads wait for it."""
 
     def __init__(self, stats: Stats) -> None:
         self.stats = stats
@@ -49,6 +50,7 @@ class Worker:
         self._ready = asyncio.Event()
         self._loading = 0  # loads submitted and not ended
         self.health = EngineHealth()  # how the engine's requests go: its state for the user (server/engine_state.py)
+        self.engines_loaded = 0  # engines built so far: which engine a session's cache belongs to
 
     async def load(self, factory: Callable[[], Engine]) -> str:
         """Build the engine on the engine thread (replacing any previous one); its description once ready."""
@@ -67,6 +69,7 @@ class Worker:
                 self.load_error = f"{type(e).__name__}: {e}"
                 raise
             self._engine = engine
+            self.engines_loaded += 1
             return self._info.description
 
         job = self._jobs.submit("__engine__", work)
@@ -101,6 +104,45 @@ class Worker:
         await self.settled()
         key = document or request.session_id
         return await self._submit(key, "complete", request, refused_empty=True, idle=True, prepare=prepare)
+
+    async def warm(self, request: EditRequest) -> Completion | None:
+        """Prefill `request`'s prompt into its session (`Engine.warm`) as an idle job under the document's key: it
+        runs only when nothing else waits, any regular job preempts it between chunks, and a regular request for the
+        same document (or a newer warm-up or precompute) supersedes it. The completion when it finished, else None.
+        Each warm-up is counted once, done or cancelled, apart from the requests' prompt figures: by its job when it
+        ran, here when it never did (dropped from the queue, superseded or cancelled first)."""
+        await self.settled()
+        engine, once = self._engine, _Once()
+        if engine is None:
+            return None
+        stats = self.stats
+
+        def work(cancel: ShouldCancel) -> Completion:
+            if not once.claim():
+                return Completion(text="", stop_reason="cancelled")
+            done = engine.warm(request, cancel)
+            if done.stop_reason != "unsupported":
+                stats.add_warmup(done=done.stop_reason == "prefilled", prefilled_tokens=done.prefilled_tokens)
+            return done
+
+        job = self._jobs.submit(request.session_id, work, idle=True)
+        try:
+            completion: Completion | None = await asyncio.wrap_future(job.future)
+        except asyncio.CancelledError:
+            self._jobs.cancel(job)
+            if once.claim():
+                stats.add_warmup(done=False, prefilled_tokens=0)
+            raise
+        except ValueError as e:
+            log.debug("the engine refused to warm %s: %s", request.session_id, e)
+            return None
+        if completion is None and once.claim():
+            stats.add_warmup(done=False, prefilled_tokens=0)
+        return completion if completion is not None and completion.stop_reason == "prefilled" else None
+
+    def can_warm(self) -> bool:
+        """Whether the loaded engine keeps a cache a warm-up fills (the local model; not a remote engine)."""
+        return self._info is not None and self._info.can_warm
 
     async def chat(self, request: ChatRequest) -> Completion | None:
         """The assistant's reply, or None when superseded or cancelled (by a newer request for the same session).
@@ -167,6 +209,7 @@ class Worker:
                 decode_steps=done.decode_steps,
                 drafted_tokens=done.drafted_tokens,
                 accepted_tokens=done.accepted_tokens,
+                draft_sources=done.draft_sources,
             )
         return completion
 
@@ -215,6 +258,19 @@ class Worker:
 
     def close(self) -> None:
         self._jobs.close()
+
+
+class _Once:
+    """Claimed by one side only: a warm-up's job when it starts, or its caller when it never ran (any thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claimed = False
+
+    def claim(self) -> bool:
+        with self._lock:
+            claimed, self._claimed = self._claimed, True
+            return not claimed
 
 
 def _queue_s(job: Job) -> float:

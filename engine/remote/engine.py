@@ -95,6 +95,12 @@ class RemoteEngine:
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         return self._wait(request, should_cancel)
 
+    def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        """Nothing sent: a warm-up over the network would cost the remote server a prefill per focus change for a
+        cache slot it may give to another document (llama-server's `n_predict: 0` could, later). `can_warm` is
+        False, so the server does not ask."""
+        return Completion(text="", stop_reason="unsupported")
+
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         if not self.serves_chat:
             raise ChatUnsupported(f"the {self.dialect} engine at {self.url} serves completions only")

@@ -6,11 +6,12 @@ request travels: a ticket for its document (server/shedding.py: a newer request 
 stale request is answered empty at whichever stage it is noticed, before the plan, the repository lookup or the
 engine) -> a `DocumentSnapshot` -> typed-through cache (the user typed the start of the
 suggestion on screen: answer the rest at once) -> `plan_completion` (complete here at all? single or multi-line?
-what context, which stop rules?) -> an `EditRequest` laid out so that typing only appends to the prompt -> the
-engine worker (superseded by a newer request for the same document) -> `finish_completion` (cut at a syntactic
-boundary, balance brackets, refuse what does not parse) -> the confidence gate -> a `Suggestion` whose range covers
-what it replaces. After a suggestion from the model is shown, the next one is precomputed while the engine is idle
-and nothing else waits, on the assumption that this one is accepted.
+what context, which stop rules?) -> an `EditRequest` laid out so that typing only appends to the prompt, with the
+model's previous text for the document (less what was typed of it since) as its draft -> the engine worker
+(superseded by a newer request for the same document) -> `finish_completion` (cut at a syntactic boundary, balance
+brackets, refuse what does not parse) -> the confidence gate -> a `Suggestion` whose range covers what it replaces.
+After a suggestion from the model is shown, the next one is precomputed while the engine is idle and nothing else
+waits, on the assumption that this one is accepted.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from waferline.server.text import units_len
 
 if TYPE_CHECKING:
     from waferline.server.repository.workspace import Indexing
-    from waferline.server.worker import Worker
+    from waferline.server.worker import Prepare, Worker
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,6 @@ class InlineCompletions:
         decode, finish.
         """
         ms = timings if timings is not None else {}
-        t = time.perf_counter()
         text, language_id = snapshot.text, snapshot.language_id
         reason = skip_reason(text, options)
         if reason is not None:
@@ -232,24 +232,20 @@ class InlineCompletions:
         cache = self.cache(snapshot.uri)
         if options.typed_through_cache and (hit := cache.lookup(text, offset)) is not None:
             return hit
-        # Several documents typed in at once: a window start that holds longer (server/syntax/plan.py _quantum).
-        steady = self.tickets.typed_in(BUSY_WINDOW_S) > 1
-        plan = plan_completion(
-            text, offset, language_id, snapshot.syntax, explicit=explicit, steady_window=steady,
-            max_context_chars=window(self.worker, options),
-        )  # fmt: skip
-        ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
-        if not plan.complete:
-            log.debug("no completion: %s", plan.reason)
+        built = await self.request_at(
+            snapshot, offset, options, explicit=explicit, context=context, ticket=ticket, timings=ms
+        )
+        if built is None:
             return None
-        if context is not None:  # index lookups: off the event loop, skipped if stale by the time a thread is free
-            plan.context[:0] = await asyncio.to_thread(self._context_unless_stale, context, text, plan, ticket)
-            ms["context"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
+        plan, request, prepare = built
         self._shed_if_stale(ticket, "engine")
-        request, prepare = edit_request(snapshot.session_id, plan, options, busy=steady)
+        # The model's previous text for this document, where what was typed since is its start: the cheapest draft.
+        request.draft = cache.draft(text, offset)
         completion = await self.worker.complete(request, prepare=prepare)
         if completion is None or (ticket is not None and ticket.superseded()):
             raise Superseded  # a newer request for the document is under way: its answer is the one to finish
+        if completion.complete and completion.chosen == "model":
+            cache.remember_output(text, offset, completion.text)
         ms.update(
             queue=completion.queue_s * 1000, prefill=completion.prefill_s * 1000, decode=completion.decode_s * 1000
         )
@@ -271,6 +267,34 @@ class InlineCompletions:
             self.stats.copied += 1
         return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
 
+    async def request_at(
+        self, snapshot: DocumentSnapshot, offset: int, options: Options, *, explicit: bool = False,
+        context: RepositoryContext | None = None, ticket: Ticket | None = None, timings: dict[str, float] | None = None,
+        warming: bool = False,
+    ) -> tuple[CompletionPlan, EditRequest, Prepare | None] | None:  # fmt: skip
+        """The plan at `offset` and the engine request it makes (and what adds its candidates on the engine thread):
+        what a request sends and what a warm-up prefills (features/warm.py), built by the same code so that the two
+        prompts are the same. None where the plan says not to complete, unless `warming`: typing there may change
+        that, and appends to the same prompt. `timings` receives plan and context milliseconds."""
+        ms = timings if timings is not None else {}
+        t = time.perf_counter()
+        text, language_id = snapshot.text, snapshot.language_id
+        # Several documents typed in at once: a window start that holds longer (server/syntax/plan.py _quantum).
+        steady = self.tickets.typed_in(BUSY_WINDOW_S) > 1
+        plan = plan_completion(
+            text, offset, language_id, snapshot.syntax, explicit=explicit, steady_window=steady,
+            max_context_chars=window(self.worker, options),
+        )  # fmt: skip
+        ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
+        if not plan.complete and not warming:
+            log.debug("no completion: %s", plan.reason)
+            return None
+        if context is not None:  # index lookups: off the event loop, skipped if stale by the time a thread is free
+            plan.context[:0] = await asyncio.to_thread(self._context_unless_stale, context, text, plan, ticket)
+            ms["context"] = (time.perf_counter() - t) * 1000
+        request, prepare = edit_request(snapshot.session_id, plan, options, busy=steady)
+        return plan, request, prepare
+
     def _shed_if_stale(self, ticket: Ticket | None, stage: str) -> None:
         """Raise Superseded, counting it, when the request is stale on reaching `stage` ("plan" or "engine")."""
         if ticket is not None and ticket.stale():
@@ -286,7 +310,7 @@ class InlineCompletions:
             return []
         return context(text, plan)
 
-    def _idle(self) -> bool:
+    def idle(self) -> bool:
         """Nothing waits for the engine or for an answer, and only one document is being typed in: the background
         may use the time."""
         return not self.worker.busy() and self.tickets.waiting() == 0 and self.tickets.typed_in(BUSY_WINDOW_S) <= 1
@@ -294,7 +318,7 @@ class InlineCompletions:
     async def _precompute(self, snapshot: DocumentSnapshot, shown: Suggestion, options: Options) -> None:
         if not options.precompute:
             return
-        if not self._idle():  # requests are waiting: they come first
+        if not self.idle():  # requests are waiting: they come first
             self.stats.count_shed("precompute_yielded")
             return
         if await self.precompute_next(snapshot, shown, options, self.context_for(snapshot)):
@@ -322,22 +346,26 @@ class InlineCompletions:
         plan = await asyncio.to_thread(plan_after)
         if not plan.complete:
             return False
-        if not self._idle() or self.documents.get(snapshot.uri) is None:  # real requests came in meanwhile
+        if not self.idle() or self.documents.get(snapshot.uri) is None:  # real requests came in meanwhile
             self.stats.count_shed("precompute_yielded")
             return False
         # Its own KV session: the text after an accept that may not happen must not displace the document's prompt
         # from the document's session (the next keystroke's request would prefill its whole window again).
         request, prepare = edit_request(precompute_session(snapshot.session_id), plan, options)
+        cache = self.cache(snapshot.uri)
+        request.draft = cache.draft(after, cursor)  # the model's text past what was shown, if it wrote more
         completion = await self.worker.precompute(request, document=snapshot.session_id, prepare=prepare)
         if completion is None or not completion.complete:
             return False  # preempted by typing: a cut-short completion is not worth keeping
+        if completion.chosen == "model":
+            cache.remember_output(after, cursor, completion.text)  # a draft once the user accepts, shown or not
         finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)
         if finished is None or not finished.insert_text:
             return False
         confidence, _ = confidence_of(completion, finished.insert_text)
         if confidence is not None and confidence < options.min_confidence:
             return False
-        self.cache(snapshot.uri).remember(after, cursor, finished.insert_text, finished.replace_end_offset)
+        cache.remember(after, cursor, finished.insert_text, finished.replace_end_offset)
         return True
 
 

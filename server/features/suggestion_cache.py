@@ -1,8 +1,15 @@
 """A suggestion, and the typed-through cache: the suggestions a document has seen, answered again while the user
-types their start.
+types their start; and the model's recent texts for the document, whose still-valid tails are drafts.
 
 `InlineCompletions` (features/inline.py) makes the `Suggestion`s and keeps one `SuggestionCache` per open document,
 dropped when it closes.
+
+The drafts: when the model is asked again (the typed-through cache had nothing: the suggestion was held back by the
+confidence gate, the editor auto-closed a bracket after the cursor, the user typed through a precomputed one...), the
+text it wrote last time, less what the user typed since, is most likely what it writes again. The engine verifies
+that draft several tokens per model step (EditRequest.draft, engine/speculate.py) and the text is the same with or
+without it, so a draft need not be exactly right: only the last `DRAFT_CONTEXT` characters before the cursor are
+compared, never the whole document.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ import collections
 from dataclasses import dataclass
 
 CACHE_ENTRIES = 4  # suggestions remembered per document: the one on screen and a few precomputed ones
+OUTPUTS = 4  # the model's latest texts kept per document as drafts
+DRAFT_CONTEXT = 256  # characters before a text's cursor that must still be there for its tail to be a draft
 
 
 @dataclass(frozen=True)
@@ -21,6 +30,13 @@ class Suggestion:
     source: str  # "model" or "cache"
     confidence: float | None = None  # the calibrated chance it is right (features/confidence.py); None from the cache
     features: dict[str, float] | None = None  # what the confidence was computed from
+
+
+@dataclass(frozen=True)
+class _Output:
+    offset: int  # the cursor it was written at
+    before: str  # the DRAFT_CONTEXT characters before that cursor
+    text: str  # what the model wrote there
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,7 @@ class SuggestionCache:
 
     def __init__(self) -> None:
         self._entries: collections.deque[_Entry] = collections.deque(maxlen=CACHE_ENTRIES)
+        self._outputs: collections.deque[_Output] = collections.deque(maxlen=OUTPUTS)
 
     def remember(self, text: str, offset: int, insert_text: str, replace_end: int) -> None:
         assert 0 <= offset <= replace_end <= len(text), "a suggestion replaces forward from the cursor"
@@ -58,5 +75,25 @@ class SuggestionCache:
                 return Suggestion(e.text[len(typed) :], offset, offset + e.replace_len, "cache")
         return None
 
+    def remember_output(self, text: str, offset: int, output: str) -> None:
+        """What the model wrote at `offset` of `text` (whether it was shown or not), for `draft`."""
+        if output:
+            self._outputs.append(_Output(offset, text[max(offset - DRAFT_CONTEXT, 0) : offset], output))
+
+    def draft(self, text: str, offset: int) -> str:
+        """The rest of the newest model text the user has typed the start of since (at least its first character
+        left), or "" when none: the text before its cursor is still there and what follows it up to `offset` is
+        its start."""
+        for o in reversed(self._outputs):
+            typed = text[o.offset : offset]
+            if (
+                o.offset <= offset < o.offset + len(o.text)
+                and o.text.startswith(typed)
+                and text[max(o.offset - DRAFT_CONTEXT, 0) : o.offset] == o.before
+            ):
+                return o.text[len(typed) :]
+        return ""
+
     def clear(self) -> None:
         self._entries.clear()
+        self._outputs.clear()

@@ -10,6 +10,7 @@ SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval", "calibra
 BENCHMARKS = (
     "bench",
     "bench-lsp",
+    "bench-first",
     "bench-load",
     "bench-index",
     "bench-hover",

@@ -90,6 +90,29 @@ async def test_precomputed_next_suggestion_after_accept() -> None:
 
 
 @pytest.mark.parametrize("editor", EDITORS)
+async def test_focus_warms_the_prompt_of_the_first_request(editor: str) -> None:
+    """`waferline/didFocus` after didOpen, as the clients send it: the server prefills the prompt of a request at that
+    cursor while idle, so the first request finds all of it cached; params it cannot read are one warning, no more."""
+    async with lsp_session(editor, {"precompute": False}, fixed_text="math.pi * r * r") as client:
+        client.protocol.notify("waferline/didFocus", {"textDocument": {"uri": URI}, "position": {"line": "4"}})
+        client.protocol.notify("waferline/didFocus", {"textDocument": {}})
+        open_doc(client, URI, SOURCE)
+        client.protocol.notify(
+            "waferline/didFocus", {"textDocument": {"uri": URI}, "position": {"line": 4, "character": 11}}
+        )
+        for _ in range(200):
+            if (await stats(client))["warmups"] >= 1:
+                break
+            await asyncio.sleep(0.02)
+        warmed = await stats(client)
+        assert warmed["warmups"] == 1 and warmed["warmup_tokens"] > 0 and warmed["generations"] == 0
+        items = await inline(client, URI, types.Position(line=4, character=11))
+        assert [i.insert_text for i in items] == ["math.pi * r * r"]
+        s = await stats(client)
+        assert s["prompt_tokens_total"] > 0 and s["prefilled_tokens_total"] == 0, "all of it came from the warm-up"
+
+
+@pytest.mark.parametrize("editor", EDITORS)
 async def test_newer_request_supersedes_older(editor: str) -> None:
     options = {"typedThroughCache": False}
     async with lsp_session(editor, options, fixed_text="math.pi * r * r", token_delay_ms=40) as client:

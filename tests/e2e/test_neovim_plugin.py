@@ -9,6 +9,7 @@ each test begins from the fixture file reloaded in normal mode.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
@@ -313,6 +314,39 @@ def test_rewrite_action_asks_for_the_instruction_and_sends_it(tmp_path: Path) ->
         rewrites = wait_for(lambda: nvim.lua(stats)["rewrites"] or None, 15, "the rewrite command at the server")
         (sent,) = rewrites
         assert sent[0]["instruction"] == "use a list comprehension" and sent[0]["end"] == 10, sent
+    finally:
+        nvim.close()
+
+
+def test_entering_a_buffer_and_insert_mode_tell_the_server_where_the_cursor_is(tmp_path: Path) -> None:
+    """`waferline/didFocus` (the server warms the next suggestion's prompt there): when the client attaches to the
+    buffer, when another buffer is entered and when insert mode starts, with the cursor in the client's encoding;
+    the same place twice in a row is sent once."""
+    nvim = start(tmp_path, cmd=DOUBLE)
+    try:
+        stats = "return vim.lsp.get_clients({ name = 'waferline' })[1]:request_sync('waferline/stats', {}, 5000).result"
+        sample = nvim.lua("return vim.uri_from_bufnr(0)")
+        first = wait_for(lambda: nvim.lua(stats)["focus"] or None, 15, "didFocus on attach")
+        assert first[0]["textDocument"]["uri"] == sample and first[0]["position"] == {"line": 0, "character": 0}
+        other = nvim.file.parent / "other.py"
+        other.write_text("é = 1\nx = é\n")
+        nvim.command(f"edit {other}")
+        wait_for(lambda: nvim.lua("return #vim.lsp.get_clients({ name = 'waferline', bufnr = 0 })") == 1, 15,
+                 "the client to attach to other.py")  # fmt: skip
+        nvim.keys("2GA")  # insert at the end of "x = é": byte 6, character 5 in UTF-16
+        encoding = nvim.lua("return vim.lsp.get_clients({ name = 'waferline', bufnr = 0 })[1].offset_encoding")
+        on_line_2 = lambda: [f for f in nvim.lua(stats)["focus"] if f["position"]["line"] == 1] or None  # noqa: E731
+        sent = wait_for(on_line_2, 15, "didFocus on insert")
+        character = {"utf-8": 6, "utf-16": 5, "utf-32": 5}[encoding]
+        assert sent[-1] == {"textDocument": {"uri": other.as_uri()}, "position": {"line": 1, "character": character}}
+        nvim.keys("<Esc>")
+        nvim.command("buffer " + str(nvim.file))
+        back = wait_for(lambda: [f for f in nvim.lua(stats)["focus"] if f["textDocument"]["uri"] == sample][1:] or None,
+                        15, "didFocus on entering sample.py again")  # fmt: skip
+        assert back[-1]["position"] == {"line": 0, "character": 0}
+        keys = [(f["textDocument"]["uri"], f["position"]["line"], f["position"]["character"])
+                for f in nvim.lua(stats)["focus"]]  # fmt: skip
+        assert all(a != b for a, b in itertools.pairwise(keys)), f"the same place sent twice in a row: {keys}"
     finally:
         nvim.close()
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from waferline.engine.api import ChatRequest, ChatUnsupported, EditRequest
 from waferline.engine.local import LocalEngine
@@ -118,3 +122,48 @@ def test_speculation_changes_speed_not_text_and_reports_drafts() -> None:
     done = on.complete(told, lambda: False)
     assert done.text == plain.text
     assert done.draft_sources["caller"][1] >= 4 and done.tokens_per_step > 1.5
+
+
+SOURCE = """import math
+
+
+class Vector:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+    def __add__(self, other):
+        return Vector(self.x + other.x, self.y + other.y)
+
+    def __sub__(self, other):
+        return Vector(self.x - other.x, self.y - other.y)
+
+    def length(self):
+        return math.sqrt(self.x * self.x + self.y * self.y)
+"""
+
+
+@pytest.fixture(scope="module")
+def on_and_off() -> tuple[LocalEngine, LocalEngine]:
+    return LocalEngine.load(None, weights="int8"), LocalEngine.load(None, weights="int8", speculate=False)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(20, len(SOURCE) - 1), typed=st.integers(0, 12))
+def test_the_previous_texts_tail_as_a_draft_changes_no_token(
+    on_and_off: tuple[LocalEngine, LocalEngine], cut: int, typed: int
+) -> None:
+    """What the server does: a completion at a cursor, the user types the start of it, and the next request carries
+    the rest as its draft, in the same session (healing re-chooses the last token of the prefix, the healed text
+    goes before the draft). With speculation the text is the same as without, with or without that draft."""
+    on, off = on_and_off
+    prefix, suffix = SOURCE[:cut], SOURCE[cut:]
+    first = EditRequest(session_id="doc", prefix=prefix, suffix=suffix, max_new_tokens=16, time_budget_s=None)
+    before = on.complete(first, lambda: False)
+    assert before.text == off.complete(first, lambda: False).text
+    k = min(typed, len(before.text))
+    follow = dataclasses.replace(first, prefix=prefix + before.text[:k])
+    drafted = on.complete(dataclasses.replace(follow, draft=before.text[k:]), lambda: False)
+    plain = off.complete(follow, lambda: False)
+    assert drafted.text == plain.text and drafted.stop_reason == plain.stop_reason
+    assert drafted.decode_steps + drafted.accepted_tokens == plain.decode_steps

@@ -76,6 +76,31 @@ def test_greedy_speculative_equals_plain_token_for_token(
     assert sum(c[0] for c in spec.draft_sources.values()) == spec.drafted_tokens
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    prompt=st.one_of(repeating, st.lists(st.integers(0, ARGS.vocab_size - 1), min_size=1, max_size=60)),
+    typed=st.integers(0, 10),
+    n=st.integers(1, 30),
+)
+def test_greedy_with_the_previous_texts_tail_as_the_draft_equals_plain(
+    model: Transformer, prompt: list[int], typed: int, n: int
+) -> None:
+    """The server's draft: the previous request's text less what the user typed of it since, in the same session
+    (which holds the previous prompt and text). The tokens and log-probabilities are plain decoding's, from a session
+    with the same history decoded without drafts."""
+    policy = DraftPolicy()
+    session, plain_session = Session(model, "s"), Session(model, "p")
+    before = generate(session, prompt, max_new_tokens=16, drafter=Drafter(prompt, policy))
+    assert before.tokens == generate(plain_session, prompt, max_new_tokens=16).tokens
+    k = min(typed, len(before.tokens))
+    follow, tail = prompt + before.tokens[:k], before.tokens[k:]
+    spec = generate(session, follow, max_new_tokens=n, drafter=Drafter(follow, policy, caller=tail))
+    plain = generate(plain_session, follow, max_new_tokens=n)
+    assert spec.tokens == plain.tokens and spec.token_logprobs == plain.token_logprobs
+    assert session.tokens == plain_session.tokens and session.kv.length == session.length
+    assert spec.decoded_tokens == plain.decode_steps
+
+
 def test_caller_draft_of_the_true_continuation_is_accepted_whole(model: Transformer) -> None:
     prompt = [5, 9, 2, 33, 7]
     truth = generate(Session(model, "t"), prompt, max_new_tokens=12).tokens

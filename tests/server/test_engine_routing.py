@@ -13,8 +13,8 @@ import pytest
 from fake_http import FakeServer, Reply, fake_server, json_reply, sse  # tests/support (on sys.path: tests/conftest.py)
 from fixed_engine import FixedEngine
 
-from waferline.engine.api import ENGINE_LANE, ChatRequest, ChatUnsupported, EditRequest
-from waferline.engine.fallback import FallbackEngine, Unavailable
+from waferline.engine.api import ENGINE_LANE, ChatRequest, EditRequest, EngineUnavailable
+from waferline.engine.fallback import FallbackEngine
 from waferline.engine.routing import RoutedEngine
 from waferline.server.engines import build_engine
 from waferline.server.model_tasks import ASK_KEY, Budget, chat, infill
@@ -92,10 +92,12 @@ def test_a_remote_chat_engine_gets_chat_style_work_and_keystrokes_stay_local(rem
 def test_a_chat_engine_down_without_fallback_leaves_completions_working() -> None:
     options = Options(chat_engine="remote", chat_engine_url="http://127.0.0.1:9", engine_fallback=False)
     engine = build_engine(options)
-    assert isinstance(engine, RoutedEngine) and isinstance(engine.chat_engine, Unavailable)
+    assert isinstance(engine, RoutedEngine) and isinstance(engine.chat_engine, FallbackEngine)
+    assert engine.chat_engine.fallback is None, "no local model behind it: built again in the background"
     info = engine.describe()
-    assert info.warning is not None and "chat-style work: the chat engine is unavailable" in info.warning
-    with pytest.raises(ChatUnsupported, match="cannot connect"):
+    assert info.warning is not None and "chat-style work: the remote engine is unavailable" in info.warning
+    assert info.problems["chat"][1] is False and not info.can_chat
+    with pytest.raises(EngineUnavailable, match="cannot connect"):
         engine.chat(ChatRequest(session_id=ASK_KEY, messages=[]), lambda: False)
     keystroke = EditRequest(session_id="file:///a.py", prefix="def add(a, b):\n    return ", suffix="\n")
     assert engine.complete(keystroke, lambda: False).stop_reason != "unavailable"

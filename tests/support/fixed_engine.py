@@ -4,7 +4,8 @@ Protocol tests use it so that what they assert does not depend on what a random 
 model in what the protocol can observe: it runs on the engine thread, honours the syntax stop rule, checks for
 cancellation between tokens (sleeping `token_delay_s` per token so tests can supersede it), and counts prompt
 characters as tokens with longest-common-prefix reuse per session, as a KV cache would. It is a completion-only
-model: `chat` raises ChatUnsupported.
+model: `chat` raises ChatUnsupported. `warm` records the prompt as a cache would (the next request reuses it), and
+every warm-up's request is kept in `warmed`, for tests to check what the server warmed.
 """
 
 from __future__ import annotations
@@ -27,9 +28,31 @@ class FixedEngine:
         self.text = text
         self.token_delay_s = token_delay_s
         self._prompts: dict[str, str] = {}
+        self.warmed: list[EditRequest] = []
+        self.requests: list[EditRequest] = []  # every complete()'s request, in order
 
     def describe(self) -> EngineInfo:
-        return EngineInfo(description=f"test double (fixed completion {self.text!r})", can_chat=False)
+        return EngineInfo(description=f"test double (fixed completion {self.text!r})", can_chat=False, can_warm=True)
+
+    def _reuse(self, request: EditRequest) -> tuple[str, int]:
+        """The prompt as characters, and how many of them the session held (longest common prefix)."""
+        prompt = request.suffix + "\x00" + request.prefix  # suffix-prefix-middle: typing appends
+        old = self._prompts.get(request.session_id, "")
+        reused = 0
+        for a, b in zip(old, prompt, strict=False):
+            if a != b:
+                break
+            reused += 1
+        self._prompts[request.session_id] = prompt
+        return prompt, reused
+
+    def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
+        self.warmed.append(request)
+        if should_cancel():
+            return Completion(text="", stop_reason="cancelled")
+        prompt, reused = self._reuse(request)
+        return Completion(text="", stop_reason="prefilled", prompt_tokens=len(prompt), reused_tokens=reused,
+                          prefilled_tokens=len(prompt) - reused)  # fmt: skip
 
     def context_chars(self, max_new_tokens: int) -> int | None:
         return None  # no context limit: the plan's default window
@@ -39,14 +62,8 @@ class FixedEngine:
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         t0 = time.perf_counter()
-        prompt = request.suffix + "\x00" + request.prefix  # suffix-prefix-middle: typing appends
-        old = self._prompts.get(request.session_id, "")
-        reused = 0
-        for a, b in zip(old, prompt, strict=False):
-            if a != b:
-                break
-            reused += 1
-        self._prompts[request.session_id] = prompt
+        self.requests.append(request)
+        prompt, reused = self._reuse(request)
         t1 = time.perf_counter()
         out, reason = "", "stop_token"
         for ch in self.text[: request.max_new_tokens]:

@@ -15,6 +15,7 @@ import {
   TransportKind,
 } from 'vscode-languageclient/node';
 import { type EngineState, engineStatus } from './engineState';
+import { FOCUS_NOTIFICATION, FocusReporter } from './focus';
 import { REWRITE_COMMAND, withInstruction } from './rewrite';
 import { resolveServerCommand } from './serverCommand';
 import { completionsEnabled, launchSettings, SECTION, serverOptionNames, serverSettings } from './settings';
@@ -51,6 +52,7 @@ export class WaferlineClient implements vscode.Disposable {
   private readonly optionNames: string[];
   private sentOptions = new Set<string>(); // the option names the user had set when the server last heard
   private readonly disposables: vscode.Disposable[] = [];
+  private focus: FocusReporter | undefined; // tells the running server where the user is (waferline/didFocus)
   /** Set by the extension: shows the ask UI when the server's own `waferline.ask` command is run. */
   askHandler: (() => Promise<void>) | undefined;
 
@@ -62,6 +64,14 @@ export class WaferlineClient implements vscode.Disposable {
     this.optionNames = serverOptionNames(context.extension.packageJSON);
     this.disposables.push(vscode.workspace.onDidChangeConfiguration((e) => {
         this.onConfigurationChanged(e);
+      }),
+      vscode.window.onDidChangeActiveTextEditor((editor) => {
+        this.reportFocus(editor, false);
+      }),
+      vscode.window.onDidChangeTextEditorSelection((e) => {
+        if (e.kind === vscode.TextEditorSelectionChangeKind.Mouse && e.textEditor === vscode.window.activeTextEditor) {
+          this.reportFocus(e.textEditor, true);
+        }
       }),
     );
   }
@@ -129,6 +139,7 @@ export class WaferlineClient implements vscode.Disposable {
       return;
     }
     this.status.setState('starting', 'loading the model');
+    this.trackFocus(client);
     void this.waitForModel(client);
   }
 
@@ -142,6 +153,36 @@ export class WaferlineClient implements vscode.Disposable {
       this.output.warn(`engine ${params.state}: ${detail}`);
     }
     this.status.setState(state, detail);
+  }
+
+  /** `waferline/didFocus` for the running server: for the editor active now, then (the listeners registered in the
+   * constructor) on every change of the active editor and when a click places the cursor. */
+  private trackFocus(client: LanguageClient): void {
+    this.focus?.dispose();
+    this.focus = new FocusReporter((params) => {
+      if (this.client === client && client.state === State.Running) {
+        void client.sendNotification(FOCUS_NOTIFICATION, params);
+      }
+    });
+    this.reportFocus(vscode.window.activeTextEditor, false);
+  }
+
+  /** Where the user is, for the documents the client syncs (file and untitled), with no selection. */
+  private reportFocus(editor: vscode.TextEditor | undefined, click: boolean): void {
+    const client = this.client;
+    if (!this.focus || !client || !editor || !['file', 'untitled'].includes(editor.document.uri.scheme)) {
+      return;
+    }
+    if (!editor.selection.isEmpty) {
+      return;
+    }
+    const uri = client.code2ProtocolConverter.asUri(editor.document.uri);
+    const { line, character } = editor.selection.active;
+    if (click) {
+      this.focus.cursorPlaced(uri, line, character);
+    } else {
+      this.focus.editorChanged(uri, line, character);
+    }
   }
 
   /** The server loads its model after `initialized`; its stats say "no engine loaded" until then. */
@@ -180,6 +221,8 @@ export class WaferlineClient implements vscode.Disposable {
   async stop(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.focus?.dispose();
+    this.focus = undefined;
     if (client && client.state !== State.Stopped) {
       await client.stop(2000);
     }

@@ -1,10 +1,10 @@
 """A TEST DOUBLE of `waferline serve`, for the editor-client tests only — not the product.
 
 It speaks just enough of waferline's protocol (inline completion with a range and an accept command, the
-`waferline/stats` and `waferline/ask` requests, hover, configuration, the `waferline/engineState` notification) for
-the editor clients to be exercised before or without the real server and its model. Its suggestion is a fixed
-function of the line being typed, so that a test can tell which answer it should see. Run: python double_server.py
-(stdio).
+`waferline/stats` and `waferline/ask` requests, the `waferline/didFocus` notification, which it records and reports
+in its stats, hover, configuration, the `waferline/engineState` notification) for the editor clients to be
+exercised before or without the real server and its model. Its suggestion is a fixed function of the line being
+typed, so that a test can tell which answer it should see. Run: python double_server.py (stdio).
 """
 
 from __future__ import annotations
@@ -70,6 +70,14 @@ def did_change_configuration(ls: LanguageServer, params: types.DidChangeConfigur
         state["settings"] = settings.get("waferline", settings) or {}
 
 
+@server.feature("waferline/didFocus")
+def did_focus(ls: LanguageServer, params: Any) -> None:
+    def plain(value: Any) -> Any:
+        return {k: plain(v) for k, v in value._asdict().items()} if hasattr(value, "_asdict") else value
+
+    state.setdefault("focus", []).append(plain(params))  # what the client sent, reported by waferline/stats
+
+
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 def hover(ls: LanguageServer, params: types.HoverParams) -> types.Hover:
     return types.Hover(
@@ -87,6 +95,7 @@ def stats(ls: LanguageServer, params: Any) -> dict[str, Any]:
         "latency_ms_p50": 1.0,
         "settings_enable": state["settings"].get("enable", True),
         "rewrites": state.get("rewrites", []),
+        "focus": state.get("focus", []),
     }
 
 

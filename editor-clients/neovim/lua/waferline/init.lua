@@ -101,6 +101,7 @@ end
 
 local function on_attach(bufnr)
   map_keys(bufnr)
+  require('waferline.focus').notify(bufnr) -- the buffer entered before the client attached: where its cursor is
   if M.uses_fallback() then
     require('waferline.ghost').attach(bufnr, config.options)
   else
@@ -188,6 +189,7 @@ function M.setup(opts)
   server.register(options)
   require('waferline.rewrite').register()
   stats.track()
+  require('waferline.focus').track()
   local group = vim.api.nvim_create_augroup('waferline', { clear = true })
   vim.api.nvim_create_autocmd('LspAttach', {
     group = group,
