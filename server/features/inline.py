@@ -240,7 +240,10 @@ class InlineCompletions:
         plan, request, prepare = built
         self._shed_if_stale(ticket, "engine")
         # The model's previous text for this document, where what was typed since is its start: the cheapest draft.
-        request.draft = cache.draft(text, offset)
+        # Not while several documents are typed in at once: there its k-token steps cost the engine more than they
+        # save (bench-load 50 x 10 keys/s: drain 0.92 s without it, 1.5-2.2 s with it; docs/benchmarks.md).
+        busy = self.tickets.typed_in(BUSY_WINDOW_S) > 1
+        request.draft = "" if busy else cache.draft(text, offset)
         completion = await self.worker.complete(request, prepare=prepare)
         if completion is None or (ticket is not None and ticket.superseded()):
             raise Superseded  # a newer request for the document is under way: its answer is the one to finish

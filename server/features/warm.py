@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from waferline.server.document import Document
-from waferline.server.features.inline import InlineCompletions, skip_reason
+from waferline.server.features.inline import BUSY_WINDOW_S, InlineCompletions, skip_reason
 from waferline.server.options import Options
 from waferline.server.text import PositionError
 
@@ -102,7 +102,12 @@ class WarmUps:
         self._schedule(doc, 0.0)
 
     def edited(self, doc: Document) -> None:
-        """After a didChange (whose end is now `doc.cursor`): warm there unless a request comes first."""
+        """After a didChange (whose end is now `doc.cursor`): warm there unless a request comes first. Not while
+        several documents are typed in at once (a load, not a typist: no idle time to warm in, and a task made and
+        cancelled per keystroke costs the event loop)."""
+        if self.inline.tickets.typed_in(BUSY_WINDOW_S) > 1:
+            self.cancel()
+            return
         self._schedule(doc, AFTER_EDIT_S)
 
     def requested(self, doc: Document, offset: int) -> None:

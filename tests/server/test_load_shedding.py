@@ -268,3 +268,30 @@ def test_a_multi_line_request_gets_single_line_tokens_while_several_documents_ar
     options = Options(max_tokens=32, max_multiline_tokens=64)
     assert edit_request("s", plan, options)[0].max_new_tokens == 64
     assert edit_request("s", plan, options, busy=True)[0].max_new_tokens == 32
+
+
+def test_no_previous_text_draft_while_several_documents_are_typed_in() -> None:
+    """The model's previous text is a draft for one typist; under load its k-token steps cost more than they save."""
+    from waferline.engine.api import Completion
+
+    inline, worker, doc, documents = setup_inline()
+    other = Document.open("file:///work/other.py", "python", TEXT, version=1)
+    documents[other.uri] = other
+    drafts: list[str] = []
+
+    async def complete(request: EditRequest, prepare: Any = None) -> Completion:
+        drafts.append(request.draft)
+        return Completion(text="", stop_reason="stop_token")
+
+    inline.worker.complete = complete  # type: ignore[method-assign]
+    end = len(doc.text.text)
+    inline.cache(doc.uri).remember_output(doc.text.text, end, "values)")
+
+    async def main() -> None:
+        await inline.answer(doc, end, OPTIONS, explicit=False)
+        inline.tickets.issue(other)  # another document typed in within the last second
+        await inline.answer(doc, end, OPTIONS, explicit=False)
+
+    asyncio.run(main())
+    worker.close()
+    assert drafts == ["values)", ""]

@@ -129,6 +129,25 @@ def test_an_edit_no_request_followed_is_warmed_after_a_pause_and_a_request_cance
     assert s.engine.warmed[-1].prefix.endswith("return va")
 
 
+def test_no_warm_up_after_edits_while_several_documents_are_typed_in() -> None:
+    s = Setup(FixedEngine("x"))
+
+    async def main() -> None:
+        doc = s.open()
+        await until(lambda: s.stats.warmups == 1, "the warm-up on open")
+        other = s.open("file:///work/other.py")
+        await until(lambda: s.stats.warmups == 2, "the warm-up on the second open")
+        s.inline.tickets.issue(doc)
+        s.inline.tickets.issue(other)  # requests for two documents within the last second: a load
+        edit(doc, "v")
+        s.warmups.edited(doc)  # no request follows, but no warm-up is even scheduled (no task per keystroke)
+        assert s.warmups._task is None
+        await asyncio.sleep(warm.AFTER_EDIT_S + 0.2)
+        assert s.stats.warmups == 2 and len(s.engine.warmed) == 2
+
+    s.run(main)
+
+
 class SlowWarm(FixedEngine):
     """Warm-ups that take their time, chunk by chunk, checking for cancellation in between, like the model's."""
 
