@@ -174,6 +174,45 @@ typedef struct {
     const wl_matrix *m;
 } linear_ctx;
 
+#ifdef WAFERLINE_VNNI
+/* Rows o..o+3 against NT (1..4) vectors from t0 on: 4 NT dot products that share their loads (4 weight and NT input
+ * vectors per 4 NT multiply-adds, where one product at a time needs 2 loads per multiply-add), reduced together, then
+ * y = ((dot - 128 rowsum) * sx) * scale (+ bias) per value, as int8_rows computes it. */
+static inline __attribute__((always_inline)) void int8_tile(const linear_ctx *c, int64_t o, int64_t t0, const int NT) {
+    const wl_matrix *m = c->m;
+    const int64_t n_in = m->n_in;
+    const int8_t *w = (const int8_t *)m->w + o * n_in;
+    const uint8_t *x = c->xq + t0 * n_in;
+    __m512i acc[16]; /* acc[4 t + r]: row o + r against vector t0 + t; unused ones stay 0 */
+    for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_si512();
+    for (int64_t i = 0; i < n_in; i += 64) {
+        const __mmask64 mk = n_in - i >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n_in - i)) - 1);
+        __m512i wv[4];
+        for (int r = 0; r < 4; r++) wv[r] = _mm512_maskz_loadu_epi8(mk, w + r * n_in + i);
+        for (int t = 0; t < NT; t++) {
+            const __m512i xv = _mm512_maskz_loadu_epi8(mk, x + t * n_in + i);
+            for (int r = 0; r < 4; r++) acc[4 * t + r] = _mm512_dpbusd_epi32(acc[4 * t + r], xv, wv[r]);
+        }
+    }
+    /* lane 4 t + r of the sums: the 4 rows of vector t side by side, so that each vector's 4 outputs are 4 lanes */
+    const __m512i lane_row = _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0);
+    const __m512i dot = _mm512_sub_epi32(
+        reduce16(acc), _mm512_slli_epi32(_mm512_permutexvar_epi32(lane_row, _mm512_castsi128_si512(
+                                                                              _mm_loadu_si128((const void *)(m->rowsum + o)))),
+                                         7));
+    const __m512 so = _mm512_permutexvar_ps(lane_row, _mm512_castps128_ps512(_mm_loadu_ps(m->scale + o)));
+    __m512 sx = _mm512_setzero_ps();
+    for (int t = 0; t < NT; t++) sx = _mm512_mask_mov_ps(sx, (__mmask16)(0xfu << (4 * t)), _mm512_set1_ps(c->sx[t0 + t]));
+    __m512 yv = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), sx), so);
+    if (m->bias) yv = _mm512_add_ps(yv, _mm512_permutexvar_ps(lane_row, _mm512_castps128_ps512(_mm_loadu_ps(m->bias + o))));
+    float *y = c->y + t0 * c->ys + o; /* vector t's 4 outputs are the t-th 128 bits */
+    _mm_storeu_ps(y, _mm512_castps512_ps128(yv));
+    if (NT > 1) _mm_storeu_ps(y + c->ys, _mm512_extractf32x4_ps(yv, 1));
+    if (NT > 2) _mm_storeu_ps(y + 2 * c->ys, _mm512_extractf32x4_ps(yv, 2));
+    if (NT > 3) _mm_storeu_ps(y + 3 * c->ys, _mm512_extractf32x4_ps(yv, 3));
+}
+#endif
+
 /* Rows [begin, end) of an int8 product for all n vectors (begin is a multiple of 16 but for the last chunk). */
 static void int8_rows(const void *ctx_, int64_t begin, int64_t end) {
     const linear_ctx *c = (const linear_ctx *)ctx_;
@@ -185,13 +224,22 @@ static void int8_rows(const void *ctx_, int64_t begin, int64_t end) {
     for (; o + 16 <= end; o += 16) {
         const __m512i off = _mm512_mullo_epi32(_mm512_loadu_si512(m->rowsum + o), _mm512_set1_epi32(128));
         const __m512 so = _mm512_loadu_ps(m->scale + o);
-        for (int64_t t = 0; t < c->n; t++) { /* the 16 rows come from memory for t = 0, from L1 or L2 after */
-            __m512i acc[16];
-            for (int r = 0; r < 16; r++) acc[r] = row_dot16(c->xq + t * n_in, q + (o + r) * n_in, n_in);
-            const __m512i dot = _mm512_sub_epi32(reduce16(acc), off);
-            __m512 yv = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(c->sx[t])), so);
-            if (m->bias) yv = _mm512_add_ps(yv, _mm512_loadu_ps(m->bias + o));
-            _mm512_storeu_ps(c->y + t * c->ys + o, yv);
+        /* the first vector reads the 16 rows from memory in address order; the others find them in L1 or L2 */
+        __m512i acc[16];
+        for (int r = 0; r < 16; r++) acc[r] = row_dot16(c->xq, q + (o + r) * n_in, n_in);
+        const __m512i dot = _mm512_sub_epi32(reduce16(acc), off);
+        __m512 yv = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(c->sx[0])), so);
+        if (m->bias) yv = _mm512_add_ps(yv, _mm512_loadu_ps(m->bias + o));
+        _mm512_storeu_ps(c->y + o, yv);
+        for (int64_t r = 0; r < 16; r += 4) {
+            int64_t t0 = 1;
+            for (; t0 + 4 <= c->n; t0 += 4) int8_tile(c, o + r, t0, 4);
+            switch (c->n - t0) {
+            case 3: int8_tile(c, o + r, t0, 3); break;
+            case 2: int8_tile(c, o + r, t0, 2); break;
+            case 1: int8_tile(c, o + r, t0, 1); break;
+            default: break;
+            }
         }
     }
 #endif
