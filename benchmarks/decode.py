@@ -43,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="decode copy-heavy prompts with and without speculative drafts (same prompts, same run), and stop",
     )
+    parser.add_argument(
+        "--llama-cpp",
+        action="store_true",
+        help="decode beside llama.cpp's llama-server on the same weights (GGUF F32 and Q8_0), interleaved, at 1 and "
+        "2 threads (or --threads), and stop (benchmarks/llama_cpp.py)",
+    )
+    parser.add_argument("--llama-cpp-bin", default=None, help="folder holding llama-server (default: the make cache)")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
@@ -58,6 +65,15 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
     load_avg = os.getloadavg()[0]
     log = _Log(quiet=False)
+    if args.llama_cpp:
+        from waferline.benchmarks import llama_cpp
+
+        report = llama_cpp.run(args, log)
+        if args.json:
+            print(json.dumps(report))
+        else:
+            llama_cpp.print_report(report)
+        return 0
     log(f"loading {args.model or 'the default model'} ({args.backend}, {args.dtype})")
     t0 = time.perf_counter()
     loaded = load(args.model, backend=args.backend, weights=args.dtype)
