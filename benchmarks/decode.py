@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Any
 
+from waferline.benchmarks.roofline import ReadProbe, StepProbe
 from waferline.cli.generate import add_model_arguments
 
 
@@ -91,8 +92,13 @@ def run(args: argparse.Namespace) -> int:
     prompt = torch.randint(0, margs.vocab_size, (args.prompt_tokens,), generator=g).tolist()
 
     log(f"timing {args.repeats} runs of {args.prompt_tokens} prompt + {args.new_tokens} new tokens")
-    probe = ReadProbe(loaded.model, torch.get_num_threads())
-    ours = time_engine(loaded.model, prompt, args.new_tokens, args.repeats, between=probe.sample)
+    probe, steps = ReadProbe(loaded.model, torch.get_num_threads()), StepProbe(loaded.model, prompt)
+
+    def between() -> None:
+        probe.sample()
+        steps.sample()
+
+    ours = time_engine(loaded.model, prompt, args.new_tokens, args.repeats, between=between)
     read = probe.result()
     per_token = weight_bytes_per_token(margs, args.dtype)
     report: dict[str, Any] = {
@@ -120,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         "load_avg_1m": load_avg,
     }
     report["roofline_fraction"] = report["decode_tok_s"] / report["roofline_tok_s"]
+    report["step_tok_s"] = steps.result()  # the model's one-token step alone, sampled as the read is
+    report["step_roofline_fraction"] = report["step_tok_s"] / report["roofline_tok_s"]
     if args.compare_hf:
         hf_dtype = args.hf_dtype or ("float32" if args.dtype == "int8" else args.dtype)
         log(f"timing transformers generate() ({hf_dtype})")
@@ -218,77 +226,6 @@ def weight_bytes_per_token(margs: Any, dtype: str) -> int:
     return margs.n_layers * per_layer + d * act + head + d * act
 
 
-def working_set(model: Any) -> list[Any]:
-    """The placed tensors one decode step reads, in the order it reads them: per layer its norms, matrices and bias,
-    then the final norm and the LM head (the embedding table is left out: a step reads one row of it). A weight held
-    in an opaque layout (oneDNN's packed bfloat16) is stood in for by a buffer of its size."""
-    import torch
-
-    from waferline.hardware.torch_backend.kernels import Int8Linear
-
-    out: list[Any] = []
-
-    def add(ref: Any) -> None:
-        if ref is None:
-            return
-        w = ref.payload
-        if isinstance(w, Int8Linear):
-            out.extend((w.q_mm, w.scale))
-        elif isinstance(w, torch.Tensor) and w.layout == torch.strided:
-            out.append(w.contiguous())
-        else:
-            out.append(torch.empty(w.nbytes(), dtype=torch.uint8))
-
-    plan = model.plan()
-    for layer in plan.layers:
-        for ref in (layer.attn_norm, layer.qkv, layer.qkv_bias, layer.o, layer.mlp_norm, layer.gate_up, layer.down):
-            add(ref)
-    add(plan.norm)
-    add(plan.lm_head)
-    return out
-
-
-class ReadProbe:
-    """How fast this machine reads the model's working set (`working_set`) back to back: the fused step's C read
-    probe on `threads` threads, or, without a C compiler, torch's `amax` over the same bytes (slower than this machine
-    can read, so then the roofline does not bound). `sample()` takes the best of a few passes after one that warms
-    the caches; the bench samples before and after every timed run, so that the best read and the best decode are
-    taken in the same stretch of a shared machine's load."""
-
-    def __init__(self, model: Any, threads: int) -> None:
-        import torch
-
-        self.tensors = [t for t in working_set(model) if t.device.type == "cpu"]
-        self.threads = threads
-        self.nbytes = sum(t.numel() * t.element_size() for t in self.tensors)
-        self.flat = [t.reshape(-1).view(torch.uint8) for t in self.tensors]
-        self.best = float("inf")
-        self.probe = "none (not on the CPU)" if not self.tensors else "c"
-
-    def sample(self, passes: int = 3) -> None:
-        from waferline.hardware.torch_backend import fused
-
-        if not self.tensors:
-            return
-        seconds = fused.read_seconds(self.tensors, threads=self.threads, repeats=passes)
-        if seconds is None:
-            self.probe = "torch"
-            for i in range(passes + 1):
-                t0 = time.perf_counter()
-                for f in self.flat:
-                    f.amax()
-                if i:
-                    seconds = min(seconds or float("inf"), time.perf_counter() - t0)
-        assert seconds is not None
-        self.best = min(self.best, seconds)
-
-    def result(self) -> dict[str, Any]:
-        if self.best == float("inf"):
-            self.sample()
-        gb_s = self.nbytes / self.best / 1e9 if self.tensors else float("nan")
-        return {"bytes": self.nbytes, "gb_s": gb_s, "probe": self.probe}
-
-
 def time_hf(loaded: Any, prompt: list[int], new_tokens: int, repeats: int, dtype: str) -> dict[str, list[float]]:
     """transformers generate(): greedy, KV cache, same weights and prompt. Decode speed is
     (new_tokens - 1) / (time for new_tokens - time for 1 new token), so prefill is taken out as for ours."""
@@ -362,6 +299,10 @@ def print_table(report: dict[str, Any]) -> None:
         ("weight bytes per token", f"{report['weight_bytes_per_token'] / 1e6:,.1f} MB"),
         ("read speed of the weights", f"{report['read_gb_s']:.1f} GB/s ({report['read_bytes'] / 1e6:,.1f} MB read)"),
         ("roofline", f"{report['roofline_tok_s']:,.1f} tok/s ({100 * report['roofline_fraction']:.0f}% reached)"),
+        (
+            "one-token step alone",
+            f"{report['step_tok_s']:,.1f}/s ({100 * report['step_roofline_fraction']:.0f}% of roofline)",
+        ),
     ]
     if "hf_decode_tok_s" in report:
         rows.append(

@@ -102,8 +102,22 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* A child of fork() has none of the workers (nor, maybe, an unlocked mutex): it starts with an empty pool. */
+static void forget_workers(void) {
+    pool.started = 0;
+    pool.alone = 0;
+    atomic_store(&pool.sleepers, 0);
+    atomic_store(&pool.busy, 0);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+}
+
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, forget_workers); }
+
 void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, int64_t grain) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (n_items <= 0) return;
+    pthread_once(&once, register_fork_handler);
     if (grain < 1) grain = 1;
     const int64_t chunks = (n_items + grain - 1) / grain;
     int expected = 0;

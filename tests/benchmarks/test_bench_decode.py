@@ -29,6 +29,8 @@ def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.Captur
 
     assert report["decode_path"] == ("fused" if fused.library() is not None else "per-op")
     assert report["read_probe"] == ("c" if fused.library() is not None else "torch")
+    assert report["step_tok_s"] > 0
+    assert report["step_roofline_fraction"] == pytest.approx(report["step_tok_s"] / report["roofline_tok_s"])
     # the roofline's working set is the model's own weights: what a step reads, less one embedding row, plus the
     # int8 scales as placed (float32 in the torch backend's bfloat16 device: 2 bytes a row, as counted)
     assert abs(report["read_bytes"] - report["weight_bytes_per_token"]) < 0.01 * report["weight_bytes_per_token"]

@@ -323,3 +323,24 @@ def test_a_model_over_the_limit_says_why_it_stays_per_op(monkeypatch: Any, caplo
     assert model.fused is None
     lines = [r.getMessage() for r in caplog.records if "not the fused C step" in r.getMessage()]
     assert len(lines) == 1 and "over the 0.0 GB it is measured up to" in lines[0]
+
+
+def test_a_forked_child_steps_without_the_parents_workers(compiled: None, monkeypatch: Any) -> None:
+    """fork() copies the pool but not its threads: the child starts an empty pool and gets the same logits."""
+    import os
+
+    model = build("qwen2-gqa-bias-tied", dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch)
+    kv = model.open_cache(16)
+    model.forward(torch.tensor([1, 2, 3]), kv, 0)
+    with _with_threads(2):
+        expected = model.forward(torch.tensor([4]), kv, 3)  # the parent's workers exist now
+        model.device.kv_truncate(kv, 3)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: one step on 2 threads, then report whether it matched
+            ok = torch.equal(model.forward(torch.tensor([4]), kv, 3), expected)
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        _, status = os.waitpid(pid, 0)
+        assert os.read(read, 1) == b"1" and status == 0
