@@ -69,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if args.llama_cpp:
         from waferline.benchmarks import llama_cpp
 
-        report = llama_cpp.run(args, log)
+        side_by_side = llama_cpp.run(args, log)
         if args.json:
-            print(json.dumps(report))
+            print(json.dumps(side_by_side))
         else:
-            llama_cpp.print_report(report)
+            llama_cpp.print_report(side_by_side)
         return 0
     log(f"loading {args.model or 'the default model'} ({args.backend}, {args.dtype})")
     t0 = time.perf_counter()

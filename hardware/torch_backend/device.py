@@ -1,6 +1,6 @@
 """Device ops as plain torch calls on cpu or cuda: the reference implementation of the seam and the fast path.
 
-Layout choices (measured; see docs/benchmarks.md):
+Layout choices (measured; see docs/benchmarks-decode.md):
 - float32 linear weights are stored pre-transposed, (in, out), because `x @ W_t` beats `F.linear(x, W)` several
   times over for wide outputs on these CPUs; bfloat16 weights on CPU are packed once for oneDNN's kernel, 2-5x
   faster than PyTorch's bfloat16 matrix-vector paths; float16 (and cuda) weights stay (out, in) for F.linear.

@@ -196,15 +196,18 @@ static inline __attribute__((always_inline)) void int8_tile(const linear_ctx *c,
     }
     /* lane 4 t + r of the sums: the 4 rows of vector t side by side, so that each vector's 4 outputs are 4 lanes */
     const __m512i lane_row = _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0);
-    const __m512i dot = _mm512_sub_epi32(
-        reduce16(acc), _mm512_slli_epi32(_mm512_permutexvar_epi32(lane_row, _mm512_castsi128_si512(
-                                                                              _mm_loadu_si128((const void *)(m->rowsum + o)))),
-                                         7));
+    const __m512i rowsum = _mm512_castsi128_si512(_mm_loadu_si128((const void *)(m->rowsum + o)));
+    const __m512i off = _mm512_slli_epi32(_mm512_permutexvar_epi32(lane_row, rowsum), 7); /* 128 rowsum */
+    const __m512i dot = _mm512_sub_epi32(reduce16(acc), off);
     const __m512 so = _mm512_permutexvar_ps(lane_row, _mm512_castps128_ps512(_mm_loadu_ps(m->scale + o)));
     __m512 sx = _mm512_setzero_ps();
-    for (int t = 0; t < NT; t++) sx = _mm512_mask_mov_ps(sx, (__mmask16)(0xfu << (4 * t)), _mm512_set1_ps(c->sx[t0 + t]));
+    for (int t = 0; t < NT; t++)
+        sx = _mm512_mask_mov_ps(sx, (__mmask16)(0xfu << (4 * t)), _mm512_set1_ps(c->sx[t0 + t]));
     __m512 yv = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), sx), so);
-    if (m->bias) yv = _mm512_add_ps(yv, _mm512_permutexvar_ps(lane_row, _mm512_castps128_ps512(_mm_loadu_ps(m->bias + o))));
+    if (m->bias) {
+        const __m512 bias = _mm512_castps128_ps512(_mm_loadu_ps(m->bias + o));
+        yv = _mm512_add_ps(yv, _mm512_permutexvar_ps(lane_row, bias));
+    }
     float *y = c->y + t0 * c->ys + o; /* vector t's 4 outputs are the t-th 128 bits */
     _mm_storeu_ps(y, _mm512_castps512_ps128(yv));
     if (NT > 1) _mm_storeu_ps(y + c->ys, _mm512_extractf32x4_ps(yv, 1));

@@ -121,7 +121,8 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
     if (grain < 1) grain = 1;
     const int64_t chunks = (n_items + grain - 1) / grain;
     int expected = 0;
-    if (threads <= 1 || chunks <= 1 || chunks >= 0xffffffffu || !atomic_compare_exchange_strong(&pool.busy, &expected, 1)) {
+    if (threads <= 1 || chunks <= 1 || chunks >= 0xffffffffu ||
+        !atomic_compare_exchange_strong(&pool.busy, &expected, 1)) {
         fn(ctx, 0, n_items); /* one thread, one chunk, or another caller holds the pool: run it here */
         return;
     }

@@ -1,8 +1,8 @@
 /* One whole decode step of a Llama/Qwen2 decoder in plain C: the torch backend's fast path on the CPU.
  *
- * A ~5M-parameter model's step is ~4.9M multiply-adds, a fraction of a millisecond of arithmetic, but ~150 eager torch
- * calls cost ~0.5 ms of dispatch alone (docs/benchmarks.md); a 0.5B model's step is bound by streaming its weights
- * from memory, which a kernel that reads them in address order on every core does at close to the machine's read
+ * A ~5M-parameter model's step is ~4.9M multiply-adds, a fraction of a millisecond of arithmetic, but ~150 eager
+ * torch calls cost ~0.5 ms of dispatch alone (docs/benchmarks-decode.md); a 0.5B model's step is bound by streaming
+ * its weights from memory, which a kernel that reads them in address order does at close to the machine's read
  * speed. Here the step is one call: every vector op runs in a loop that the compiler vectorises (-O3 -march=native
  * -fopenmp-simd), the products and attention are split between `threads` threads (fused_pool.c), and nothing is
  * allocated.
