@@ -14,6 +14,6 @@ package_dir = {f"waferline.{top}": top for top in TOP_LEVEL}
 setup(
     packages=packages,
     package_dir=package_dir,
-    package_data={"": ["*.scm", "*.json", "*.safetensors", "*.md", "*.txt", "*.c"]},
+    package_data={"": ["*.scm", "*.json", "*.safetensors", "*.md", "*.txt", "*.c", "*.h"]},
     include_package_data=True,
 )

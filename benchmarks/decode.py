@@ -1,10 +1,13 @@
 """`waferline bench`: prefill and decode speed of a model, against this machine's weight-streaming roofline and,
 with --compare-hf, against Hugging Face transformers' `generate()` on the same weights.
 
-Decoding one sequence reads every weight once per token, so its ceiling is (bytes/s the machine streams through a
-matrix-vector product) / (weight bytes read per token). The bench measures that bandwidth itself, with a large matrix
-of the same dtype pushed through the same backend call the decoder uses, so the ratio says how much of the step is
-lost to everything that is not streaming weights (op overhead, attention, norms, sampling).
+Decoding one sequence reads every weight once per token, so a step cannot take less time than one read of the
+model's weights: the roofline is (bytes/s this machine reads that working set) / (weight bytes read per token). The
+bench measures the read speed on the model's own placed weights, read back to back as decode reads them, with wide
+loads on the bench's threads (the fused step's read probe, hardware/torch_backend/fused.py): a model that fits in the
+caches reads at cache speed, one that does not at memory speed, so the figure is an upper bound either way, and the
+fraction reached says how much of the step is lost to everything that is not reading weights (arithmetic,
+attention, norms, dispatch, sampling).
 
 Timings are wall clock, repeated; the best and the median are reported. On the shared 2-core machines other work
 skews them: the JSON carries the load average seen at the start.
@@ -20,10 +23,8 @@ import sys
 import time
 from typing import Any
 
+from waferline.benchmarks.roofline import ReadProbe, StepProbe
 from waferline.cli.generate import add_model_arguments
-
-STREAM_MB = 128  # bandwidth probe: larger than the last-level cache (32 MB here), so it measures memory
-STREAM_IN = 4096  # the probe matrix's input width
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,9 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hf-dtype", default=None, help="dtype for transformers (default: --dtype; float32 when --dtype is int8)"
     )
     parser.add_argument(
-        "--stream-mb", type=int, default=STREAM_MB, help=f"bandwidth probe size in MiB (default: {STREAM_MB})"
-    )
-    parser.add_argument(
         "--k-curve", action="store_true", help="time a k-token step against k one-token steps, k = 1..16, and stop"
     )
     parser.add_argument(
@@ -46,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="decode copy-heavy prompts with and without speculative drafts (same prompts, same run), and stop",
     )
+    parser.add_argument(
+        "--llama-cpp",
+        action="store_true",
+        help="decode beside llama.cpp's llama-server on the same weights (GGUF F32 and Q8_0), interleaved, at 1 and "
+        "2 threads (or --threads), and stop (benchmarks/llama_cpp.py)",
+    )
+    parser.add_argument("--llama-cpp-bin", default=None, help="folder holding llama-server (default: the make cache)")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
@@ -53,12 +58,23 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from waferline.engine.loader import load, set_threads
+    from waferline.hardware.registry import weight_format
 
-    for flag in ("prompt_tokens", "new_tokens", "repeats", "stream_mb"):
+    args.dtype = weight_format(args.backend, args.dtype)  # "auto": what the server places on this backend
+    for flag in ("prompt_tokens", "new_tokens", "repeats"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1")
     load_avg = os.getloadavg()[0]
     log = _Log(quiet=False)
+    if args.llama_cpp:
+        from waferline.benchmarks import llama_cpp
+
+        side_by_side = llama_cpp.run(args, log)
+        if args.json:
+            print(json.dumps(side_by_side))
+        else:
+            llama_cpp.print_report(side_by_side)
+        return 0
     log(f"loading {args.model or 'the default model'} ({args.backend}, {args.dtype})")
     t0 = time.perf_counter()
     loaded = load(args.model, backend=args.backend, weights=args.dtype)
@@ -76,9 +92,14 @@ def run(args: argparse.Namespace) -> int:
     prompt = torch.randint(0, margs.vocab_size, (args.prompt_tokens,), generator=g).tolist()
 
     log(f"timing {args.repeats} runs of {args.prompt_tokens} prompt + {args.new_tokens} new tokens")
-    ours = time_engine(loaded.model, prompt, args.new_tokens, args.repeats)
-    log("measuring weight-streaming bandwidth")
-    stream = stream_bandwidth(args.dtype, "cuda" if args.backend == "cuda" else "cpu", args.stream_mb << 20)
+    probe, steps = ReadProbe(loaded.model, torch.get_num_threads()), StepProbe(loaded.model, prompt)
+
+    def between() -> None:
+        probe.sample()
+        steps.sample()
+
+    ours = time_engine(loaded.model, prompt, args.new_tokens, args.repeats, between=between)
+    read = probe.result()
     per_token = weight_bytes_per_token(margs, args.dtype)
     report: dict[str, Any] = {
         "model": loaded.name,
@@ -97,14 +118,16 @@ def run(args: argparse.Namespace) -> int:
         "ms_per_token": 1000.0 / max(ours["decode_tok_s"]),
         "decode_cpu_tok_s": max(ours["decode_cpu_tok_s"]),  # new tokens per CPU second of this process
         "weight_bytes_per_token": per_token,
-        "stream_gb_s": stream["stream_gb_s"],
-        "read_gb_s": stream["read_gb_s"],
-        "roofline_tok_s": stream["stream_gb_s"] * 1e9 / per_token,
-        "read_roofline_tok_s": stream["read_gb_s"] * 1e9 / per_token,  # if matvec streamed as fast as a plain read
+        "read_bytes": read["bytes"],  # the working set the probe read: the placed weights a step reads
+        "read_gb_s": read["gb_s"],
+        "read_probe": read["probe"],
+        "roofline_tok_s": read["gb_s"] * 1e9 / per_token,
         "load_s": load_s,
         "load_avg_1m": load_avg,
     }
     report["roofline_fraction"] = report["decode_tok_s"] / report["roofline_tok_s"]
+    report["step_tok_s"] = steps.result()  # the model's one-token step alone, sampled as the read is
+    report["step_roofline_fraction"] = report["step_tok_s"] / report["roofline_tok_s"]
     if args.compare_hf:
         hf_dtype = args.hf_dtype or ("float32" if args.dtype == "int8" else args.dtype)
         log(f"timing transformers generate() ({hf_dtype})")
@@ -164,8 +187,11 @@ class _Log:
             print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
-def time_engine(model: Any, prompt: list[int], new_tokens: int, repeats: int) -> dict[str, list[float]]:
-    """Greedy generation from a fresh cache each run (no stop tokens, so exactly new_tokens), after one warm-up."""
+def time_engine(
+    model: Any, prompt: list[int], new_tokens: int, repeats: int, between: Any = None
+) -> dict[str, list[float]]:
+    """Greedy generation from a fresh cache each run (no stop tokens, so exactly new_tokens), after one warm-up;
+    `between()` (if given) is called before each run and after the last."""
     from waferline.engine.generate import generate
     from waferline.engine.kvcache import Session
 
@@ -173,12 +199,16 @@ def time_engine(model: Any, prompt: list[int], new_tokens: int, repeats: int) ->
     generate(session, prompt[:8], max_new_tokens=min(new_tokens, 16))  # warm-up: first calls allocate and tune
     out: dict[str, list[float]] = {"prefill_tok_s": [], "decode_tok_s": [], "decode_cpu_tok_s": []}
     for _ in range(repeats):
+        if between is not None:
+            between()
         session.reset()
         r = generate(session, prompt, max_new_tokens=new_tokens)
         assert r.prefilled_tokens == len(prompt) and r.new_tokens == new_tokens, r.stop_reason
         out["prefill_tok_s"].append(r.prefill_tok_s)
         out["decode_tok_s"].append(r.decode_tok_s)
         out["decode_cpu_tok_s"].append(r.decode_steps / max(r.timings["decode_cpu_s"], 1e-9))
+    if between is not None:
+        between()
     return out
 
 
@@ -194,39 +224,6 @@ def weight_bytes_per_token(margs: Any, dtype: str) -> int:
     per_layer += 2 * d * act + (qkv_out * act if margs.qkv_bias else 0)
     head = margs.vocab_size * d * elem + (margs.vocab_size * act if dtype == "int8" else 0)
     return margs.n_layers * per_layer + d * act + head + d * act
-
-
-def stream_bandwidth(dtype: str, device: str, nbytes: int = STREAM_MB << 20) -> dict[str, float]:
-    """GB/s of a (1, 4096) x (4096, N) product over an `nbytes` weight, through the torch backend's `linear` for
-    this dtype (the call decode makes), best of 3; and of a plain sum over the same bytes (memory's read speed)."""
-    import torch
-
-    from waferline.hardware import open_backend
-
-    dev = open_backend(device, dtype)
-    act = dev.dtype
-    elem = 1 if dtype == "int8" else act.itemsize
-    n_out = nbytes // (STREAM_IN * elem)
-    w = dev.place("bandwidth-probe", torch.randn(n_out, STREAM_IN, dtype=torch.float32).to(act), role="linear")
-    x = torch.randn(1, STREAM_IN, dtype=act, device=device)
-    nbytes = n_out * STREAM_IN * elem
-    flat = torch.randn(nbytes // act.itemsize, dtype=torch.float32).to(act).to(device)
-
-    def best(fn: Any) -> float:
-        fn()
-        times = []
-        for _ in range(3):
-            if device == "cuda":
-                torch.cuda.synchronize()
-            t = time.perf_counter()
-            fn()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t)
-        return nbytes / min(times) / 1e9
-
-    with torch.inference_mode():
-        return {"stream_gb_s": best(lambda: dev.linear(x, w)), "read_gb_s": best(lambda: flat.sum())}
 
 
 def time_hf(loaded: Any, prompt: list[int], new_tokens: int, repeats: int, dtype: str) -> dict[str, list[float]]:
@@ -300,8 +297,12 @@ def print_table(report: dict[str, Any]) -> None:
         ("ms per token", f"{report['ms_per_token']:.2f}"),
         ("decode per CPU second", f"{report['decode_cpu_tok_s']:,.1f} tok"),
         ("weight bytes per token", f"{report['weight_bytes_per_token'] / 1e6:,.1f} MB"),
-        ("weight streaming", f"{report['stream_gb_s']:.1f} GB/s (memory read {report['read_gb_s']:.1f} GB/s)"),
+        ("read speed of the weights", f"{report['read_gb_s']:.1f} GB/s ({report['read_bytes'] / 1e6:,.1f} MB read)"),
         ("roofline", f"{report['roofline_tok_s']:,.1f} tok/s ({100 * report['roofline_fraction']:.0f}% reached)"),
+        (
+            "one-token step alone",
+            f"{report['step_tok_s']:,.1f}/s ({100 * report['step_roofline_fraction']:.0f}% of roofline)",
+        ),
     ]
     if "hf_decode_tok_s" in report:
         rows.append(

@@ -127,6 +127,9 @@ def speculate(loaded: Any, *, new_tokens: int, repeats: int) -> dict[str, Any]:
     out["spec_cpu_tok_s"] = totals["spec_tokens"] / max(totals["spec_cpu_s"], 1e-9)
     out["speedup"] = out["spec_cpu_tok_s"] / max(out["plain_cpu_tok_s"], 1e-9)
     out["tokens_per_step"] = (totals["steps"] + totals["accepted"]) / max(totals["steps"], 1)
+    out["steps"] = totals["steps"]
+    out["drafted_tokens"] = sum(v[0] for v in sources.values())
+    out["accepted_tokens"] = totals["accepted"]
     out["sources"] = {k: {"proposed": v[0], "accepted": v[1]} for k, v in sources.items()}
     return out
 
@@ -160,5 +163,6 @@ def print_speculate(report: dict[str, Any], title: str) -> None:
             f"{p['plain_tok_s']:,.0f} → {p['spec_tok_s']:,.0f}", f"{p['tokens_per_step']:.2f}", f"{p['speedup']:.2f}x",
         )  # fmt: skip
     Console().print(table)
+    print(f"  {report['accepted_tokens']} of {report['drafted_tokens']} drafted tokens kept in {report['steps']} steps")
     for name, s in report["sources"].items():
         print(f"  {name}: {s['accepted']} of {s['proposed']} drafted tokens kept")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from waferline.hardware.registry import WEIGHT_FORMATS, backend_names, describe_backends
+from waferline.hardware.registry import AUTO, WEIGHT_FORMATS, backend_names, describe_backends, describe_formats
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,10 +22,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dtype",
-        default="float32",
-        choices=tuple(WEIGHT_FORMATS),
-        help="weights and activations; int8 = int8 weights (torch backend; bfloat16 or 8-bit activations, "
-        "see docs/engine.md)",
+        default=AUTO,
+        choices=(AUTO, *WEIGHT_FORMATS),
+        help=f"weights and activations: {describe_formats()}; int8 = int8 weights (bfloat16 or 8-bit activations, "
+        "see docs/engine.md); default: auto, as the server",
     )
     parser.add_argument(
         "--threads",
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from waferline.engine.generate import generate
     from waferline.engine.kvcache import Session
     from waferline.engine.loader import load, set_threads
+    from waferline.hardware.registry import weight_format
 
     if args.max_tokens < 0:
         raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         prompt = args.file.read_text(encoding="utf-8")
     else:
         prompt = args.prompt if args.prompt is not None else "def fibonacci(n):\n"
+    args.dtype = weight_format(args.backend, args.dtype)
     loaded = load(args.model, backend=args.backend, weights=args.dtype)
     set_threads(args.threads, loaded.args.n_params)
     tokenizer = loaded.tokenizer

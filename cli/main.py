@@ -49,6 +49,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+OMP_WAIT_POLICY_SET = False  # whether quiet_openmp set it (not the user)
+
+
+def quiet_openmp(command: str) -> None:
+    """Ask torch's OpenMP workers (libgomp) to sleep between parallel regions instead of spinning, unless the
+    environment says otherwise; call before torch is imported. The fused decode step has worker threads of its own,
+    and torch's spinning ones took the cores from them and from torch itself: at 2 threads on the shared 2-core
+    machines the shipped model prefilled at ~250 tok/s instead of ~7,300 and decoded at ~100 instead of 500-1,400
+    (docs/benchmarks.md). Not for `train`, whose threads are its own setting and were not measured with it."""
+    global OMP_WAIT_POLICY_SET
+    if command != "train" and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        OMP_WAIT_POLICY_SET = True  # benchmarks/llama_cpp.py starts llama-server without it
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="waferline", description="Real-time AI code completion over LSP.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -62,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    quiet_openmp(args.command)
     try:
         return int(args._run(args) or 0)
     except (ValueError, OSError) as e:

@@ -72,6 +72,9 @@ def run(args: argparse.Namespace, *, make_server: Callable[[Options], WaferlineS
 def main() -> int:
     """`python -m waferline.cli.serve`: the same as `waferline serve`, for tests and editor configs that
     start the server by module."""
+    from waferline.cli.main import quiet_openmp
+
+    quiet_openmp("serve")
     parser = argparse.ArgumentParser(prog="waferline serve", description=__doc__)
     add_arguments(parser)
     try:

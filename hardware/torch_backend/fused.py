@@ -1,15 +1,17 @@
-"""The torch backend's fused one-token step: fused_step.c compiled once per machine, loaded with ctypes.
+"""The torch backend's fused decode step: fused_step.c (with fused_linear.c and fused_pool.c) compiled once per
+machine, loaded with ctypes.
 
 Decoding a small model one token at a time is dispatch-bound in eager PyTorch (~150 calls of 3-40 µs for a
-4-layer model, against ~0.1 ms of arithmetic), so for small models on the CPU the backend runs the whole step in
-one C call that reads the same placed weights and writes the same KV cache tensor as the per-op path (`many` runs up
-to 16 tokens in one call, to verify a speculative draft). Prefill (many
-tokens at once, compute-bound) stays on the per-op path.
+4-layer model, against ~0.1 ms of arithmetic), and a large one is bound by streaming its weights, which torch's
+int8 kernel does at about half the machine's read speed. So on the CPU the backend runs the whole step in one C call
+that reads the same placed weights and writes the same KV cache tensor as the per-op path, on as many threads as
+torch is set to use (`many` runs up to 16 tokens in one call, to verify a speculative draft). Prefill (many tokens
+at once, compute-bound) stays on the per-op path.
 
-The C file is compiled with the system C compiler (`$CC`, else `cc`/`gcc`) into the user cache directory
-(`$XDG_CACHE_HOME/waferline/kernels`, default ~/.cache), keyed by the source, the flags and this CPU, in about a
-second the first time. Without a compiler, or with `WAFERLINE_FUSED=0`, the backend keeps the per-op path and says so
-in the log once; nothing else changes.
+The C files are compiled with the system C compiler (`$CC`, else `cc`/`gcc`) into the user cache directory
+(`$XDG_CACHE_HOME/waferline/kernels`, default ~/.cache), keyed by the sources, the flags and this CPU, in a few
+seconds the first time. Without a compiler, or with `WAFERLINE_FUSED=0`, the backend keeps the per-op path and says
+so in the log once; nothing else changes.
 """
 
 from __future__ import annotations
@@ -35,8 +37,13 @@ from waferline.hardware.torch_backend.kernels import Int8Linear
 
 log = logging.getLogger("waferline.hardware")
 
-SOURCE = Path(__file__).with_name("fused_step.c")
-CFLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fopenmp-simd", "-std=c11", "-shared", "-fPIC")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("fused_step.c", "fused_linear.c", "fused_pool.c"))
+HEADER = Path(__file__).with_name("fused.h")
+# -ffp-contract=off: no compiler-made fused multiply-adds, so that the vector and scalar forms of each sum round alike
+CFLAGS = (
+    "-O3", "-march=native", "-fno-math-errno", "-fopenmp-simd", "-ffp-contract=off", "-std=c11", "-shared", "-fPIC",
+    "-pthread",
+)  # fmt: skip
 # The order of `dims` and of the pointer table; fused_step.c's enums D_*, P_* and L_* mirror these.
 DIMS = ("dim", "layers", "heads", "kv_heads", "head_dim", "inter", "vocab", "max_tokens", "wfmt", "kvfmt", "embfmt")
 GLOBAL_PTRS = ("embed", "norm", "head_w", "head_s", "head_r", "cos", "sin", "scratch")
@@ -74,14 +81,14 @@ def cache_dir() -> Path:
 
 
 def compile_library(out_dir: Path | None = None) -> Path:
-    """Compile fused_step.c (once: the result is cached by content) and return the shared library's path.
+    """Compile the C sources (once: the result is cached by content) and return the shared library's path.
 
     Raises RuntimeError with the compiler's message when there is no compiler or it fails.
     """
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise RuntimeError("no C compiler found (set CC, or install gcc)")
-    source = SOURCE.read_bytes()
+    source = b"".join(path.read_bytes() for path in (*SOURCES, HEADER))
     key = hashlib.sha256(source + " ".join(CFLAGS).encode() + compiler.encode() + _cpu_key().encode()).hexdigest()
     out_dir = out_dir or cache_dir()
     target = out_dir / f"fused_step-{key[:16]}.so"
@@ -92,10 +99,10 @@ def compile_library(out_dir: Path | None = None) -> Path:
     os.close(fd)
     try:
         proc = subprocess.run(
-            [compiler, *CFLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=120
+            [compiler, *CFLAGS, "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True, timeout=120
         )
         if proc.returncode != 0:
-            raise RuntimeError(f"{compiler} failed on {SOURCE.name}: {proc.stderr.strip()[-2000:]}")
+            raise RuntimeError(f"{compiler} failed on {SOURCES[0].name}: {proc.stderr.strip()[-2000:]}")
         os.replace(tmp, target)  # atomic: another process compiling at once gets the same file
     finally:
         if os.path.exists(tmp):
@@ -114,11 +121,14 @@ def library() -> ctypes.CDLL | None:
         _library_error = str(e)
         log.warning("fused decode step unavailable, using per-op torch calls: %s", e)
         return None
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.waferline_step.restype = ctypes.c_int
-    lib.waferline_step.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_void_p]
-    lib.waferline_steps.restype = ctypes.c_int
-    vp, i64 = ctypes.c_void_p, ctypes.c_int64  # dims, eps, ptrs, kv, max_t, tokens, n, pos, logits
-    lib.waferline_steps.argtypes = [vp, vp, vp, vp, i64, vp, i64, i64, vp]
+    lib.waferline_step.argtypes = [vp, vp, vp, vp, i64, i64, i64, vp, i64]  # dims, eps, ptrs, kv, max_t, token, pos,
+    lib.waferline_steps.restype = ctypes.c_int  # logits, threads; `steps` takes tokens, n where `step` takes token
+    lib.waferline_steps.argtypes = [vp, vp, vp, vp, i64, vp, i64, i64, vp, i64]
+    lib.waferline_read.restype = ctypes.c_uint64
+    lib.waferline_read.argtypes = [vp, vp, i64, i64]  # pointers, byte counts, how many, threads
+    lib.waferline_pool_stats.argtypes = [vp]
     lib.waferline_step_max_tokens.restype = ctypes.c_int64
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
@@ -132,8 +142,10 @@ class FusedStep:
     `step.many(tokens, kv, pos) -> logits (T, vocab)` for up to `max_tokens` tokens at once (speculative
     verification), whose rows equal T one-token steps bit for bit while every weight is read once.
 
-    Not reentrant: the step works in one scratch buffer per model. The engine touches a model from one thread only
-    (the job queue's, engine/jobs.py), as the per-op path also assumes for its KV caches.
+    Each call runs on `torch.get_num_threads()` threads (the caller's and worker threads that fused_pool.c starts
+    once and keeps), with the same result for any number. Not reentrant: the step works in one scratch buffer per
+    model. The engine touches a model from one thread only (the job queue's, engine/jobs.py), as the per-op path also
+    assumes for its KV caches.
     """
 
     lib: ctypes.CDLL
@@ -157,8 +169,9 @@ class FusedStep:
         logits = torch.empty(1, self.vocab, dtype=torch.float32)
         max_t = data.shape[3]  # (layers, 2, kv_heads, max_tokens, head_dim)
         rc = self.lib.waferline_step(
-            self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, token, pos, logits.data_ptr()
-        )
+            self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, token, pos, logits.data_ptr(),
+            torch.get_num_threads(),
+        )  # fmt: skip
         if rc != 0:
             raise ValueError(f"fused step refused token {token} at position {pos} (vocab {self.vocab}, cache {max_t})")
         return logits
@@ -170,7 +183,7 @@ class FusedStep:
         max_t = data.shape[3]
         rc = self.lib.waferline_steps(
             self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, ids.data_ptr(), len(ids),
-            pos, logits.data_ptr(),
+            pos, logits.data_ptr(), torch.get_num_threads(),
         )  # fmt: skip
         if rc != 0:
             raise ValueError(
@@ -180,15 +193,16 @@ class FusedStep:
         return logits
 
 
-def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep | None:
-    """A FusedStep for `plan` as the torch CPU backend placed it, or None when this layout has no fused kernel."""
+def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep | str:
+    """A FusedStep for `plan` as the torch CPU backend placed it, or why there is none (a sentence for the log)."""
     if disabled_by_env():
-        return None
+        return "WAFERLINE_FUSED=0"
     if dtype not in (torch.float32, torch.bfloat16) or (weights == "float" and dtype != torch.float32):
-        return None  # bfloat16 float weights are packed for oneDNN, float16 has no kernel here
+        # bfloat16 float weights are packed for oneDNN, float16 has no kernel here
+        return f"it runs float32 and int8 weights, not {str(dtype).removeprefix('torch.')}"
     lib = library()
     if lib is None:
-        return None
+        return f"it could not be compiled ({_library_error})"
     keep: list[Tensor] = []
 
     def f32(ref: WeightRef | None, *, norm: bool = False) -> int:
@@ -216,7 +230,7 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     embed = plan.embedding.payload
     assert isinstance(embed, Tensor)
     if embed.dtype not in (torch.float32, torch.bfloat16):
-        return None
+        return f"it reads float32 and bfloat16 embeddings, not {str(embed.dtype).removeprefix('torch.')}"
     keep.append(embed)
     values = [
         embed.data_ptr(),
@@ -247,3 +261,35 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
         lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab,
         max_tokens=int(lib.waferline_step_max_tokens()),
     )  # fmt: skip
+
+
+def read_seconds(tensors: Sequence[Tensor], *, threads: int, repeats: int = 5) -> float | None:
+    """The best time of `repeats` passes that each read every byte of `tensors` once (after one pass that warms the
+    caches), with wide loads on `threads` threads: how fast this machine reads that working set. None without the
+    compiled library."""
+    import time
+
+    lib = library()
+    if lib is None:
+        return None
+    assert all(t.device.type == "cpu" and t.is_contiguous() for t in tensors), "the read probe reads CPU tensors"
+    ptrs = (ctypes.c_void_p * len(tensors))(*(t.data_ptr() for t in tensors))
+    sizes = torch.tensor([t.numel() * t.element_size() for t in tensors], dtype=torch.int64)
+    best = float("inf")
+    for i in range(repeats + 1):
+        t0 = time.perf_counter()
+        lib.waferline_read(ptrs, sizes.data_ptr(), len(tensors), threads)
+        if i:
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def pool_stats() -> dict[str, int]:
+    """What the worker threads did since the last call (fused_pool.c): products split between threads, products run
+    by the caller alone while it backs off after a stall, and stalls (a wait for a preempted worker)."""
+    lib = library()
+    if lib is None:
+        return {"split": 0, "alone": 0, "stalls": 0}
+    out = torch.zeros(4, dtype=torch.int64)
+    lib.waferline_pool_stats(out.data_ptr())
+    return {"split": int(out[0]), "alone": int(out[1]), "stalls": int(out[2])}

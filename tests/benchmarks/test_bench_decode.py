@@ -17,8 +17,8 @@ def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.Captur
 
     from waferline.cli.main import main
 
-    argv = ["bench", "--model", "tiny", "--dtype", "int8", "--prompt-tokens", "8", "--new-tokens", "4"]
-    assert main([*argv, "--repeats", "1", "--stream-mb", "4", "--json"]) == 0
+    argv = ["bench", "--model", "tiny", "--prompt-tokens", "8", "--new-tokens", "4"]  # no --dtype: the server's
+    assert main([*argv, "--repeats", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     for key in ("model", "params", "dtype", "backend", "prompt_tokens", "new_tokens", "prefill_tok_s", "decode_tok_s"):
         assert key in report
@@ -28,6 +28,12 @@ def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.Captur
     from waferline.hardware.torch_backend import fused
 
     assert report["decode_path"] == ("fused" if fused.library() is not None else "per-op")
+    assert report["read_probe"] == ("c" if fused.library() is not None else "torch")
+    assert report["step_tok_s"] > 0
+    assert report["step_roofline_fraction"] == pytest.approx(report["step_tok_s"] / report["roofline_tok_s"])
+    # the roofline's working set is the model's own weights: what a step reads, less one embedding row, plus the
+    # int8 scales as placed (float32 in the torch backend's bfloat16 device: 2 bytes a row, as counted)
+    assert abs(report["read_bytes"] - report["weight_bytes_per_token"]) < 0.01 * report["weight_bytes_per_token"]
 
 
 @pytest.mark.slow  # imports transformers (several seconds)
@@ -59,3 +65,5 @@ def test_bench_k_curve_and_speculate_report_json(capsys: pytest.CaptureFixture[s
     spec = report["speculate"]
     assert spec["draft"].startswith("caller") and len(spec["prompts"]) == 4
     assert spec["tokens_per_step"] > 1 and spec["sources"]["caller"]["accepted"] > 0
+    assert spec["accepted_tokens"] == spec["sources"]["caller"]["accepted"] <= spec["drafted_tokens"]
+    assert spec["tokens_per_step"] == pytest.approx((spec["steps"] + spec["accepted_tokens"]) / spec["steps"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from waferline.cli.main import COMMANDS, main
@@ -46,3 +48,20 @@ def test_help_loads_no_torch() -> None:
     code = "import sys; from waferline.cli.main import build_parser; build_parser(); print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False", "a subcommand imports torch at module level: `waferline --help` slows down"
+
+
+def test_openmp_workers_are_asked_to_sleep_unless_the_user_said_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's spinning OpenMP workers took the cores from the fused step's own threads (cli/main.py quiet_openmp):
+    every command but train asks them to sleep, and a value the user set is kept."""
+    import waferline.cli.main as cli_main
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(cli_main, "OMP_WAIT_POLICY_SET", False)
+    cli_main.quiet_openmp("train")
+    assert "OMP_WAIT_POLICY" not in os.environ and not cli_main.OMP_WAIT_POLICY_SET
+    cli_main.quiet_openmp("serve")
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE" and cli_main.OMP_WAIT_POLICY_SET
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    monkeypatch.setattr(cli_main, "OMP_WAIT_POLICY_SET", False)
+    cli_main.quiet_openmp("bench")
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE" and not cli_main.OMP_WAIT_POLICY_SET

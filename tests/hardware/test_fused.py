@@ -198,3 +198,149 @@ def test_many_token_step_refuses_what_does_not_fit(compiled: None, monkeypatch: 
     with pytest.raises(ValueError, match="refused 4 tokens"):
         model.fused.many([1, 2, 3, 4], kv, 18)  # past the cache
     assert len(model.verify(list(range(17)), kv, 0)) == 17  # more than one call takes: the per-op calls
+
+
+def _with_threads(n: int) -> Any:
+    """A context that sets torch's threads (which the fused step follows) and puts them back."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx() -> Any:
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    return ctx()
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("weights", ["float", "int8"])
+def test_the_step_on_several_threads_equals_one_thread_bit_for_bit(
+    shape: str, weights: str, compiled: None, monkeypatch: Any
+) -> None:
+    """Products and attention are split between threads by output rows and by KV heads, so every value is computed
+    as one thread computes it: one-token and k-token steps give the same logits and cache on 1, 2 and 3 threads."""
+    dtype = torch.float32 if weights == "float" else torch.bfloat16
+    model = build(shape, dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
+    vocab = model.args.vocab_size
+    g = torch.Generator().manual_seed(6)
+    prompt, tokens = torch.randint(0, vocab, (9,), generator=g).tolist(), torch.randint(0, vocab, (16,), generator=g)
+    results = []
+    for threads in (1, 2, 3):
+        kv = model.open_cache(len(prompt) + 16)
+        model.forward(torch.tensor(prompt), kv, 0)  # per-op prefill on one thread (torch's float GEMM splits sums)
+        with _with_threads(threads):
+            one = torch.cat([model.forward(tokens[i : i + 1], kv, len(prompt) + i) for i in range(8)])
+            many = model.verify(tokens[8:].tolist(), kv, len(prompt) + 8)
+        results.append((one, many, kv.payload.data.clone()))
+    for one, many, cache in results[1:]:
+        assert torch.equal(one, results[0][0]) and torch.equal(many, results[0][1])
+        assert torch.equal(cache, results[0][2])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_greedy_tokens_through_the_threaded_step_equal_the_per_op_path(
+    seed: int, compiled: None, monkeypatch: Any
+) -> None:
+    """float32, weights at std 0.1 (at 0.02 a random model repeats one token and any path would agree): the fused
+    step on 1 and 2 threads writes the per-op path's 40 greedy tokens. (int8 is not compared here: the fused step
+    quantises activations to 8 bits and the per-op path keeps them in bfloat16, so on random weights, where near-ties
+    are everywhere, their texts part; test_int8_fused_step_stays_close_to_the_per_op_int8_step bounds the gap.)"""
+    from waferline.engine.generate import generate
+    from waferline.engine.kvcache import Session
+
+    args = ModelArgs(**{**SHAPES["qwen2-gqa-bias-tied"], "vocab_size": 512, "dim": 128, "intermediate_size": 256})
+    state = {k: v if "norm" in k else 5 * v for k, v in init_random(args, seed=seed).items()}
+    texts = []
+    for fuse, threads in ((False, 1), (True, 1), (True, 2)):
+        monkeypatch.setenv("WAFERLINE_FUSED", "1" if fuse else "0")
+        model = Transformer(args, TorchDevice())
+        model.load(from_hf(args, state.items()))
+        assert (model.fused is not None) == fuse
+        with _with_threads(threads):
+            texts.append(generate(Session(model, "t", max_tokens=64), [1, 2, 3, 4, 5], max_new_tokens=40).tokens)
+    assert len(set(texts[0])) > 10, "a degenerate text would prove nothing"
+    assert texts[1] == texts[0] and texts[2] == texts[0]
+
+
+def test_the_read_probe_reads_every_byte(compiled: None) -> None:
+    """The roofline's read (waferline_read) covers each buffer to its last byte, whatever the size and threads: its
+    checksum is the sum of the buffers' 8-byte words plus their trailing bytes."""
+    import ctypes
+
+    lib = fused.library()
+    assert lib is not None
+    g = torch.Generator().manual_seed(0)
+    bufs = [torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for n in (1, 7, 4096, 4103, 70001, 300000)]
+    expected = 0
+    for b in bufs:
+        words = len(b) // 8
+        expected += int(b[: words * 8].view(torch.int64).sum()) + int(b[words * 8 :].sum())
+    ptrs = (ctypes.c_void_p * len(bufs))(*(b.data_ptr() for b in bufs))
+    sizes = torch.tensor([len(b) for b in bufs], dtype=torch.int64)
+    for threads in (1, 2, 3):
+        assert lib.waferline_read(ptrs, sizes.data_ptr(), len(bufs), threads) == expected % (1 << 64)
+    assert fused.read_seconds(bufs, threads=2, repeats=2) > 0
+
+
+def test_two_callers_at_once_get_the_same_logits(compiled: None, monkeypatch: Any) -> None:
+    """Two models stepped from two Python threads at once (ctypes lets go of the GIL): one of them holds the worker
+    threads, the other runs its step alone, and both get what they get one after the other."""
+    import threading
+
+    models = [build(s, dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch) for s in SHAPES]
+    models = models[:2]
+
+    def run(model: Transformer, out: list[torch.Tensor]) -> None:
+        kv = model.open_cache(60)
+        model.forward(torch.tensor([1, 2, 3]), kv, 0)
+        for i in range(50):
+            out.append(model.forward(torch.tensor([(5 * i) % 40]), kv, 3 + i))
+
+    alone: list[list[torch.Tensor]] = [[], []]
+    together: list[list[torch.Tensor]] = [[], []]
+    with _with_threads(2):
+        for model, out in zip(models, alone, strict=True):
+            run(model, out)
+        workers = [threading.Thread(target=run, args=(m, o)) for m, o in zip(models, together, strict=True)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    for a, b in zip(alone, together, strict=True):
+        assert len(b) == 50 and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_a_model_over_the_limit_says_why_it_stays_per_op(monkeypatch: Any, caplog: Any) -> None:
+    monkeypatch.setattr("waferline.hardware.torch_backend.device.FUSE_MAX_WEIGHT_BYTES", 1000)
+    args = ModelArgs(**SHAPES["odd-widths-head-dim"])
+    model = Transformer(args, TorchDevice())
+    with caplog.at_level("INFO", logger="waferline.hardware"):
+        model.load(from_hf(args, init_random(args).items()))
+    assert model.fused is None
+    lines = [r.getMessage() for r in caplog.records if "not the fused C step" in r.getMessage()]
+    assert len(lines) == 1 and "over the 0.0 GB it is measured up to" in lines[0]
+
+
+def test_a_forked_child_steps_without_the_parents_workers(compiled: None, monkeypatch: Any) -> None:
+    """fork() copies the pool but not its threads: the child starts an empty pool and gets the same logits."""
+    import os
+
+    model = build("qwen2-gqa-bias-tied", dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch)
+    kv = model.open_cache(16)
+    model.forward(torch.tensor([1, 2, 3]), kv, 0)
+    with _with_threads(2):
+        expected = model.forward(torch.tensor([4]), kv, 3)  # the parent's workers exist now
+        model.device.kv_truncate(kv, 3)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: one step on 2 threads, then report whether it matched
+            ok = torch.equal(model.forward(torch.tensor([4]), kv, 3), expected)
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        _, status = os.waitpid(pid, 0)
+        assert os.read(read, 1) == b"1" and status == 0

@@ -1,0 +1,221 @@
+"""`waferline bench --llama-cpp`: waferline's decode beside llama.cpp's on the same weights, in one run.
+
+The model (a directory; the shipped one by default) is exported to GGUF twice (`waferline export`'s code: F32 and
+Q8_0), and one llama-server per file and thread count is started (`-t N -tb N --no-repack`: llama.cpp's repacking
+of Q8_0 weights for AMX crashed the server on these machines' CPUs). Then, round after round, each of waferline int8
+(the fused step's W8A8), llama.cpp Q8_0, waferline float32 and llama.cpp F32 decodes the same prompt (the same token
+ids) for the same number of new tokens at each thread count, greedy: interleaved, so that a shared machine's load
+drifts over all of them alike, and the order reversed every other round. llama.cpp's figure is its own
+`timings.predicted_per_second` from `/completion` (`cache_prompt` off, `ignore_eos` on, so exactly `n_predict` new
+tokens; its timing leaves out the HTTP exchange); waferline's is `generate`'s decode rate (one-token steps over
+their time, sampling included, prefill excluded), as `waferline bench` reports it. The report gives the best and the
+median per way and the ratios (waferline / llama.cpp) of each, with the load average at the start and the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+WAYS = (
+    ("waferline int8", "int8"),
+    ("llama.cpp Q8_0", "q8_0"),
+    ("waferline float32", "float32"),
+    ("llama.cpp F32", "f32"),
+)
+PAIRS = (("waferline int8", "llama.cpp Q8_0"), ("waferline float32", "llama.cpp F32"))
+
+
+def find_llama_server(folder: str | None) -> Path:
+    """llama-server in `folder`, else in $WAFERLINE_LLAMA_CPP_CACHE/<version>/bin (what `make llama-cpp` builds),
+    else on PATH; ValueError saying how to get one otherwise."""
+    candidates: list[Path] = []
+    if folder:
+        candidates.append(Path(folder).expanduser() / "llama-server")
+    else:
+        cache = os.environ.get("WAFERLINE_LLAMA_CPP_CACHE")
+        if cache:
+            candidates += [stamp.parent / "bin" / "llama-server" for stamp in sorted(Path(cache).glob("*/.stamp"))]
+        on_path = shutil.which("llama-server")
+        if on_path:
+            candidates.append(Path(on_path))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    where = f"in {folder}" if folder else "in $WAFERLINE_LLAMA_CPP_CACHE/*/bin or on PATH"
+    raise ValueError(f"no llama-server {where}: build it with `make llama-cpp`, or pass --llama-cpp-bin DIR")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def llama_server(binary: Path, model: Path, threads: int, context: int, log: Path) -> Iterator[str]:
+    """A llama-server for `model` on a free port of 127.0.0.1 with `threads` threads; yields its URL once healthy."""
+    import httpx
+
+    port = _free_port()
+    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
+           "-tb", str(threads), "-c", str(context), "-np", "1", "--no-webui", "--no-repack"]  # fmt: skip
+    from waferline.cli import main
+
+    env = dict(os.environ)
+    if main.OMP_WAIT_POLICY_SET:  # llama.cpp's OpenMP threads run as they would for the user: as llama.cpp sets them
+        env.pop("OMP_WAIT_POLICY", None)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited {proc.returncode}: {log.read_text(errors='replace')[-1500:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"llama-server did not become healthy in 120 s (log: {log})")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def llama_decode(url: str, prompt: list[int], new_tokens: int) -> dict[str, float]:
+    """One greedy /completion of `new_tokens` new tokens after `prompt`: llama.cpp's decode and prefill rates."""
+    import httpx
+
+    body = {"prompt": prompt, "n_predict": new_tokens, "temperature": 0.0, "cache_prompt": False, "ignore_eos": True}
+    r = httpx.post(url + "/completion", json=body, timeout=600)
+    r.raise_for_status()
+    out = r.json()
+    timings = out["timings"]
+    if int(out.get("tokens_predicted", new_tokens)) != new_tokens:
+        raise RuntimeError(f"llama-server predicted {out.get('tokens_predicted')} tokens, not {new_tokens}")
+    return {
+        "decode_tok_s": float(timings["predicted_per_second"]),
+        "prefill_tok_s": float(timings["prompt_per_second"]),
+    }
+
+
+def waferline_decode(model: Any, prompt: list[int], new_tokens: int, threads: int) -> dict[str, float]:
+    import torch
+
+    from waferline.engine.generate import generate
+    from waferline.engine.kvcache import Session
+
+    torch.set_num_threads(threads)
+    session = Session(model, "bench-llama-cpp", max_tokens=len(prompt) + new_tokens)
+    with torch.inference_mode():
+        r = generate(session, prompt, max_new_tokens=new_tokens)
+    assert r.new_tokens == new_tokens, r.stop_reason
+    return {"decode_tok_s": r.decode_tok_s, "prefill_tok_s": r.prefill_tok_s}
+
+
+def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
+    """The side-by-side report (one JSON-able dict) for `args` (the bench's arguments)."""
+    import torch
+
+    from waferline.engine.checkpoint import resolve_model
+    from waferline.engine.gguf.write import export_gguf
+    from waferline.engine.loader import load
+
+    model_dir = resolve_model(args.model)
+    if not isinstance(model_dir, Path):
+        raise ValueError(f"--llama-cpp needs a model directory to export, not the preset {model_dir!r}")
+    binary = find_llama_server(args.llama_cpp_bin)
+    thread_counts = [args.threads] if args.threads else [1, 2]
+    uptime_start = _uptime()
+    loaded = {fmt: load(model_dir, weights=fmt) for fmt in ("int8", "float32")}
+    margs = loaded["int8"].args
+    if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
+        raise ValueError(f"--prompt-tokens + --new-tokens exceed the model's context of {margs.max_seq_len}")
+    g = torch.Generator().manual_seed(1234)
+    prompt = torch.randint(0, margs.vocab_size, (args.prompt_tokens,), generator=g).tolist()
+    context = args.prompt_tokens + args.new_tokens + 8
+    samples: dict[tuple[str, int], list[dict[str, float]]] = {(w, t): [] for w, _ in WAYS for t in thread_counts}
+    with tempfile.TemporaryDirectory(prefix="waferline-llama-cpp-") as tmp, contextlib.ExitStack() as stack:
+        files = {kind: export_gguf(model_dir, Path(tmp) / f"model-{kind}.gguf", kind) for kind in ("f32", "q8_0")}
+        urls: dict[tuple[str, int], str] = {}
+        for kind, path in files.items():
+            for t in thread_counts:
+                log(f"starting llama-server ({kind}, {t} thread(s))")
+                urls[kind, t] = stack.enter_context(
+                    llama_server(binary, path, t, context, Path(tmp) / f"{kind}-{t}.log")
+                )
+
+        def once(way: str, what: str, t: int) -> dict[str, float]:
+            if what in loaded:
+                return waferline_decode(loaded[what].model, prompt, args.new_tokens, t)
+            return llama_decode(urls[what, t], prompt, args.new_tokens)
+
+        for way, what in WAYS:  # warm-up: first calls allocate, compile, fault pages in
+            for t in thread_counts:
+                once(way, what, t)
+        for rnd in range(args.repeats):
+            log(f"round {rnd + 1} of {args.repeats}")
+            order = [(w, what, t) for t in thread_counts for w, what in WAYS]
+            for way, what, t in order if rnd % 2 == 0 else reversed(order):
+                samples[way, t].append(once(way, what, t))
+    report: dict[str, Any] = {
+        "model": str(model_dir), "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
+        "repeats": args.repeats, "llama_server": str(binary), "uptime_start": uptime_start, "uptime_end": _uptime(),
+        "decode_path": {fmt: "fused" if lm.model.fused is not None else "per-op" for fmt, lm in loaded.items()},
+        "threads": {},
+    }  # fmt: skip
+    for t in thread_counts:
+        per: dict[str, Any] = {}
+        for way, _ in WAYS:
+            rates = [s["decode_tok_s"] for s in samples[way, t]]
+            per[way] = {"decode_tok_s": max(rates), "decode_tok_s_median": statistics.median(rates),
+                        "prefill_tok_s": max(s["prefill_tok_s"] for s in samples[way, t])}  # fmt: skip
+        for ours, theirs in PAIRS:
+            per[f"{ours} / {theirs}"] = {
+                "best": per[ours]["decode_tok_s"] / per[theirs]["decode_tok_s"],
+                "median": per[ours]["decode_tok_s_median"] / per[theirs]["decode_tok_s_median"],
+            }
+        report["threads"][str(t)] = per
+    return report
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"decode beside llama.cpp · {Path(report['model']).name} · {report['new_tokens']} new tokens")
+    for col in ("threads", "way", "decode tok/s best", "median", "prefill tok/s"):
+        table.add_column(col, justify="right")
+    for t, per in report["threads"].items():
+        for way, _ in WAYS:
+            r = per[way]
+            table.add_row(t, way, f"{r['decode_tok_s']:,.0f}", f"{r['decode_tok_s_median']:,.0f}",
+                          f"{r['prefill_tok_s']:,.0f}")  # fmt: skip
+        for ours, theirs in PAIRS:
+            ratio = per[f"{ours} / {theirs}"]
+            table.add_row(t, f"{ours} / {theirs}", f"{ratio['best']:.2f}x", f"{ratio['median']:.2f}x", "")
+    Console().print(table)
+    print(f"start: {report['uptime_start']}\nend:   {report['uptime_end']}")

@@ -1,0 +1,229 @@
+/* Worker threads for the fused step (wl_parallel, see fused.h), and the read probe that `waferline bench` takes its
+ * roofline from.
+ *
+ * A decode step is a chain of matrix products with small serial work between them (norms, rotary), ~5 products per
+ * layer, so a product must start on every core within a microsecond or two of the last one ending: workers spin on a
+ * generation counter (with the CPU's pause hint) for SPIN_NS after their last chunk before they sleep on a condition
+ * variable, so within a step, and between the steps of one completion, nobody sleeps; an idle server spins for one
+ * millisecond and then costs nothing. Work is claimed chunk by chunk with one compare-and-swap on (generation, next
+ * chunk), so a late worker can never take a chunk of a later product, and a preempted worker (a shared machine)
+ * delays nobody but the chunk it holds. A worker preempted in the middle of a chunk does delay the caller, who must
+ * wait for that chunk; on a machine whose other cores are busy (more runnable threads than cores) that costs up to a
+ * scheduler time slice (milliseconds) each time, so after such a stall the caller runs the next BACKOFF products
+ * alone and then tries the workers again. Results do not depend on it (see fused.h). What a second thread cannot
+ * help with is a busy machine: each product then waits for the slower of two threads that the scheduler serves
+ * independently, and on the shared 2-core machines 2 threads decoded no faster than 1 while they were loaded.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "fused.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_NS 1000000 /* how long an idle worker spins before it sleeps */
+#define STALL_NS 30000  /* a wait for workers this long, and longer than the caller's own share, is a stall */
+#define BACKOFF 512     /* products the caller then runs alone (a few tokens of a 0.5B model, ~20 of the 5M one) */
+
+static struct {
+    _Atomic uint64_t claim; /* generation << 32 | index of the next chunk to hand out */
+    _Atomic uint32_t generation;
+    _Atomic int64_t done;   /* chunks finished in this generation */
+    _Atomic int sleepers;
+    _Atomic int busy;       /* a caller is inside wl_parallel */
+    _Atomic int wanted;     /* workers that take part in this generation (ids below it) */
+    _Atomic int64_t chunks; /* chunks in this generation */
+    int started;            /* workers created so far (only the caller of wl_parallel creates them) */
+    int alone;              /* products left to run without the workers after a stall */
+    int64_t stats[4];       /* products run: split between threads, alone after a stall, and stalls seen */
+    wl_task fn;             /* fn, ctx and the sizes are read only by the holder of one of the generation's chunks */
+    const void *ctx;
+    int64_t n_items, grain;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Take and run chunks of generation g until none is left (or a newer generation began: then nothing is ours). */
+static void run_chunks(uint32_t g) {
+    for (;;) {
+        uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
+        if ((uint32_t)(c >> 32) != g) return;
+        if ((int64_t)(c & 0xffffffffu) >= atomic_load_explicit(&pool.chunks, memory_order_relaxed)) return;
+        if (!atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel, memory_order_relaxed))
+            continue;
+        /* the chunk is ours, so generation g cannot end before we report it: fn, ctx and the sizes stay g's */
+        const int64_t begin = (int64_t)(c & 0xffffffffu) * pool.grain;
+        const int64_t end = begin + pool.grain < pool.n_items ? begin + pool.grain : pool.n_items;
+        pool.fn(pool.ctx, begin, end);
+        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+    }
+}
+
+static void *worker(void *arg) {
+    const int id = (int)(intptr_t)arg;
+    uint32_t seen = atomic_load(&pool.generation);
+    for (;;) {
+        int64_t idle_since = now_ns();
+        uint32_t g;
+        for (int spins = 0;; spins++) {
+            g = atomic_load_explicit(&pool.generation, memory_order_acquire);
+            if (g != seen) break;
+            CPU_RELAX();
+            if ((spins & 255) == 255 && now_ns() - idle_since > SPIN_NS) {
+                pthread_mutex_lock(&pool.lock);
+                atomic_fetch_add(&pool.sleepers, 1);
+                while ((g = atomic_load(&pool.generation)) == seen) pthread_cond_wait(&pool.wake, &pool.lock);
+                atomic_fetch_sub(&pool.sleepers, 1);
+                pthread_mutex_unlock(&pool.lock);
+                break;
+            }
+        }
+        seen = g;
+        if (id < atomic_load_explicit(&pool.wanted, memory_order_relaxed)) run_chunks(g);
+    }
+    return NULL;
+}
+
+/* A child of fork() has none of the workers (nor, maybe, an unlocked mutex): it starts with an empty pool. */
+static void forget_workers(void) {
+    pool.started = 0;
+    pool.alone = 0;
+    atomic_store(&pool.sleepers, 0);
+    atomic_store(&pool.busy, 0);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+}
+
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, forget_workers); }
+
+void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, int64_t grain) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (n_items <= 0) return;
+    pthread_once(&once, register_fork_handler);
+    if (grain < 1) grain = 1;
+    const int64_t chunks = (n_items + grain - 1) / grain;
+    int expected = 0;
+    if (threads <= 1 || chunks <= 1 || chunks >= 0xffffffffu ||
+        !atomic_compare_exchange_strong(&pool.busy, &expected, 1)) {
+        fn(ctx, 0, n_items); /* one thread, one chunk, or another caller holds the pool: run it here */
+        return;
+    }
+    if (pool.alone > 0) { /* backing off after a stall */
+        pool.alone--;
+        pool.stats[1]++;
+        fn(ctx, 0, n_items);
+        atomic_store(&pool.busy, 0);
+        return;
+    }
+    int want = (int)(threads < WL_MAX_THREADS ? threads : WL_MAX_THREADS) - 1;
+    if (want > chunks - 1) want = (int)(chunks - 1);
+    while (pool.started < want) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        const int ok = pthread_create(&t, &attr, worker, (void *)(intptr_t)pool.started) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok) break; /* fewer workers: the caller takes what they would have */
+        pool.started++;
+    }
+    const uint32_t g = atomic_load(&pool.generation) + 1;
+    /* close the last generation first: a worker that read its (exhausted) claim word now fails its swap */
+    atomic_store(&pool.claim, (uint64_t)g << 32 | 0xffffffffu);
+    pool.fn = fn, pool.ctx = ctx, pool.n_items = n_items, pool.grain = grain;
+    atomic_store(&pool.chunks, chunks);
+    atomic_store(&pool.wanted, want);
+    atomic_store(&pool.done, 0);
+    atomic_store(&pool.claim, (uint64_t)g << 32);
+    atomic_store(&pool.generation, g); /* publishes everything above to the workers */
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    const int64_t t0 = now_ns();
+    run_chunks(g);
+    const int64_t t1 = now_ns();
+    for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
+        CPU_RELAX(); /* a chunk still running elsewhere: at most one chunk's time, unless its thread was preempted */
+        if ((spins & 4095) == 4095) sched_yield();
+    }
+    const int64_t waited = now_ns() - t1;
+    pool.stats[0]++;
+    if (waited > STALL_NS && waited > t1 - t0) {
+        pool.alone = BACKOFF;
+        pool.stats[2]++;
+    }
+    atomic_store(&pool.busy, 0);
+}
+
+/* out[0..3): products split between threads, run alone after a stall, stalls; then the counts start again. */
+void waferline_pool_stats(int64_t *out) {
+    int expected = 0;
+    while (!atomic_compare_exchange_weak(&pool.busy, &expected, 1)) expected = 0;
+    memcpy(out, pool.stats, sizeof(pool.stats));
+    memset(pool.stats, 0, sizeof(pool.stats));
+    atomic_store(&pool.busy, 0);
+}
+
+/* -- the read probe ------------------------------------------------------------------------------------------------ */
+typedef struct {
+    const uint8_t *p;
+    int64_t nbytes;
+    _Atomic uint64_t *sum;
+} read_ctx;
+
+enum { READ_PAGE = 4096, READ_GRAIN = 16 }; /* items of 4 KB, chunks of 64 KB */
+
+static void read_pages(const void *ctx_, int64_t begin, int64_t end) {
+    const read_ctx *ctx = (const read_ctx *)ctx_;
+    const uint8_t *p = ctx->p + begin * READ_PAGE;
+    const uint8_t *stop = ctx->p + (end * READ_PAGE < ctx->nbytes ? end * READ_PAGE : ctx->nbytes);
+    uint64_t s = 0;
+#ifdef __AVX512F__
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (; p + 256 <= stop; p += 256) {
+        a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p));
+        a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(p + 64));
+        a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + 128));
+        a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + 192));
+    }
+    s = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+#endif
+    for (; p + 8 <= stop; p += 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        s += v;
+    }
+    for (; p < stop; p++) s += *p;
+    atomic_fetch_add_explicit(ctx->sum, s, memory_order_relaxed);
+}
+
+/* Read every byte of `n` buffers once, in order, as fast as this CPU reads (wide loads, each buffer split between
+ * `threads` threads in chunks of 64 KB), and return a checksum so that the reads cannot be optimised away. */
+uint64_t waferline_read(const void *const *ptrs, const int64_t *nbytes, int64_t n, int64_t threads) {
+    _Atomic uint64_t sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const read_ctx ctx = {.p = (const uint8_t *)ptrs[i], .nbytes = nbytes[i], .sum = &sum};
+        wl_parallel(threads, read_pages, &ctx, (nbytes[i] + READ_PAGE - 1) / READ_PAGE, READ_GRAIN);
+    }
+    return atomic_load(&sum);
+}

@@ -1,0 +1,40 @@
+"""`waferline bench --llama-cpp`: the side-by-side report against the real llama-server (built by `make test`;
+skipped without it), and a clear error when there is none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from llama_cpp_support import llama_cpp_bin  # tests/support (on sys.path: tests/conftest.py)
+
+from waferline.benchmarks.llama_cpp import find_llama_server
+from waferline.cli.main import main
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # the bench sets torch's threads; put them back after
+
+
+def test_the_side_by_side_reports_both_formats_beside_llama_cpp(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = llama_cpp_bin()
+    argv = ["bench", "--llama-cpp", "--llama-cpp-bin", str(folder), "--threads", "1", "--prompt-tokens", "8"]
+    assert main([*argv, "--new-tokens", "6", "--repeats", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["new_tokens"] == 6 and list(report["threads"]) == ["1"]
+    assert report["decode_path"] == {"int8": "fused", "float32": "fused"}
+    per = report["threads"]["1"]
+    for way in ("waferline int8", "llama.cpp Q8_0", "waferline float32", "llama.cpp F32"):
+        assert per[way]["decode_tok_s"] > 0 and per[way]["decode_tok_s_median"] <= per[way]["decode_tok_s"]
+    ratio = per["waferline int8 / llama.cpp Q8_0"]["best"]
+    assert ratio == pytest.approx(per["waferline int8"]["decode_tok_s"] / per["llama.cpp Q8_0"]["decode_tok_s"])
+    assert "load average" in report["uptime_start"] and "load average" in report["uptime_end"]
+
+
+def test_without_llama_server_the_error_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="make llama-cpp"):
+        find_llama_server(str(tmp_path))
+    monkeypatch.setenv("WAFERLINE_LLAMA_CPP_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ValueError, match="--llama-cpp-bin"):
+        find_llama_server(None)
+    assert main(["bench", "--llama-cpp", "--llama-cpp-bin", str(tmp_path)]) == 2
