@@ -86,7 +86,7 @@ class NvimSession:
         )  # fmt: skip
         self._tmux("set-option", "-g", "escape-time", "0")
         wait_for(self.rpc_socket.exists, 20, "Neovim's RPC socket")
-        self.nvim = pynvim.attach("socket", path=str(self.rpc_socket))
+        self.nvim = _attach(self.rpc_socket, 20)
 
     def _tmux(self, *args: str) -> str:
         out = subprocess.run(
@@ -287,3 +287,16 @@ def start(tmp: Path, setup_opts: str = "", cmd: list[str] | None = None) -> Nvim
         session.close()
         raise
     return session
+
+
+def _attach(path: Path, timeout_s: float) -> Any:
+    """pynvim attached to Neovim's socket. The socket file appears when Neovim binds it, a moment before it listens:
+    a connection refused in between is tried again (seen on a loaded machine)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return pynvim.attach("socket", path=str(path))
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
