@@ -33,7 +33,7 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
     from waferline.benchmarks.editor_eval import build_cases
     from waferline.engine.candidates import line_end_ids, score_candidates
     from waferline.engine.local import LocalEngine
-    from waferline.server.features.inline import edit_request
+    from waferline.server.features.engine_request import edit_request
     from waferline.server.options import Options
     from waferline.server.syntax.plan import plan_completion
     from waferline.server.syntax.postprocess import finish_completion

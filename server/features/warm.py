@@ -29,7 +29,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from waferline.server.document import Document
-from waferline.server.features.inline import BUSY_WINDOW_S, InlineCompletions, skip_reason
+from waferline.server.features.engine_request import skip_reason
+from waferline.server.features.inline import BUSY_WINDOW_S, InlineCompletions
 from waferline.server.options import Options
 from waferline.server.text import PositionError
 

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from waferline.engine.api import Completion, EditRequest
-from waferline.server.features.inline import advance, skip_reason
+from waferline.server.features.engine_request import skip_reason
+from waferline.server.features.inline import advance
 from waferline.server.features.suggestion_cache import SuggestionCache
 from waferline.server.option_parsing import options_table, parse_options
 from waferline.server.options import Options

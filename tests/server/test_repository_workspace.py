@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from waferline.server.features.inline import prompt_prefix
+from waferline.server.features.engine_request import prompt_prefix
 from waferline.server.options import Options
 from waferline.server.repository.index import IndexOptions, WorkspaceIndex
 from waferline.server.repository.workspace import Indexing, uri_to_path, watched_globs

@@ -33,7 +33,7 @@ from waferline.server.features.actions.targets import (
     Source,
     Target,
 )
-from waferline.server.features.inline import prompt_prefix
+from waferline.server.features.engine_request import prompt_prefix
 from waferline.server.model_tasks import Budget, action_key, chat, infill
 from waferline.server.syntax.languages import parser_for
 from waferline.server.syntax.parse_check import new_syntax_error
