@@ -13,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -158,12 +160,7 @@ class LocalEngine:
     def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         """Prefill the prompt of `request` into its session, all but its last token (which `complete` always runs
         for its logits), in WARM_CHUNK-token chunks with `should_cancel` checked before each."""
-        if not self._acquire(should_cancel):
-            return Completion(text="", stop_reason="cancelled")
-        try:
-            return self._warm(request, should_cancel)
-        finally:
-            self._lock.release()
+        return self._locked(self._warm, request, should_cancel)
 
     def _warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         session = self.pool.get(request.session_id)
@@ -186,27 +183,23 @@ class LocalEngine:
         return done
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
-        if not self._acquire(should_cancel):
-            return Completion(text="", stop_reason="cancelled")
-        try:
-            return self._complete(request, should_cancel)
-        finally:
-            self._lock.release()
+        return self._locked(self._complete, request, should_cancel)
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        if not self._acquire(should_cancel):
-            return Completion(text="", stop_reason="cancelled")
-        try:
-            return self._chat(request, should_cancel)
-        finally:
-            self._lock.release()
+        return self._locked(self._chat, request, should_cancel)
 
-    def _acquire(self, should_cancel: ShouldCancel) -> bool:
-        """Wait for the model (another lane's call may hold it), giving up when the request no longer wants it."""
+    def _locked(
+        self, run: Callable[[Any, ShouldCancel], Completion], request: Any, should_cancel: ShouldCancel
+    ) -> Completion:
+        """`run(request, should_cancel)` holding the model (another lane's call may hold it meanwhile: wait, giving
+        up with a cancelled completion when the request no longer wants it)."""
         while not self._lock.acquire(timeout=0.01):
             if should_cancel():
-                return False
-        return True
+                return Completion(text="", stop_reason="cancelled")
+        try:
+            return run(request, should_cancel)
+        finally:
+            self._lock.release()
 
     def _complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         lm = self.loaded
