@@ -121,14 +121,7 @@ class FallbackEngine:
         return self.fallback.lane(request, key) if self.fallback is not None else ENGINE_LANE
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
-        if (primary := self._primary_for(request)) is not None:
-            try:
-                completion: Completion = primary.complete(request, should_cancel)
-                self.down_reason = None
-                return completion
-            except EngineUnavailable as e:
-                self._went_down(e)
-        return self._fallback(self._local().complete(request, should_cancel))
+        return self._serve("complete", request, should_cancel)
 
     def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         """The engine that would answer `request` now warms for it: the local model while the remote one is not
@@ -141,14 +134,18 @@ class FallbackEngine:
         return self.fallback.warm(request, should_cancel)
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        return self._serve("chat", request, should_cancel)
+
+    def _serve(self, method: str, request: EditRequest | ChatRequest, should_cancel: ShouldCancel) -> Completion:
+        """`complete` or `chat` by the primary while it answers, else (or when it fails now) by the fallback."""
         if (primary := self._primary_for(request)) is not None:
             try:
-                completion: Completion = primary.chat(request, should_cancel)
+                completion: Completion = getattr(primary, method)(request, should_cancel)
                 self.down_reason = None
                 return completion
             except EngineUnavailable as e:
                 self._went_down(e)
-        return self._fallback(self._local().chat(request, should_cancel))
+        return self._fallback(getattr(self._local(), method)(request, should_cancel))
 
     def _local(self) -> Engine:
         """The fallback; without one (the remote engine could not be reached at start and no local model is
