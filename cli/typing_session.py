@@ -316,6 +316,7 @@ def summarize(session: Any) -> dict[str, Any]:
         "errors": sum(1 for r in answered if r.error),
         "cancelled": st.get("cancelled"),
         "cache_answers": st.get("cache_answers"),
+        "held_through": st.get("held_through"),
         "accepted": session.accepted,
         "accepted_chars": session.accepted_chars,
         "precomputed": st.get("precomputed"),

@@ -85,6 +85,9 @@ class Completion:
     # cannot tell leaves them empty and None (the server then does not gate its suggestions).
     token_logprobs: list[float] = field(default_factory=list)
     stop_logprob: float | None = None
+    # Where each token's text ends in `text` (characters), beside token_logprobs; empty when the engine cannot say
+    # (a remote engine, a copied candidate): the server then keeps its first verdict on a suggestion as it is typed.
+    token_ends: list[int] = field(default_factory=list)
     chosen: str = "model"  # "model": the engine's own text; "candidate": one of the request's candidates
     # Speculative decoding (engine/speculate.py): forward passes after prefill, drafted tokens verified and kept,
     # and per draft source [proposed, accepted]. Tokens per step = (decode_steps + accepted_tokens) / decode_steps.

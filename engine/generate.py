@@ -63,6 +63,10 @@ class GenerationResult:
     # mask), and of the stop token that ended generation: the model's own confidence, which the server calibrates.
     token_logprobs: list[float] = field(default_factory=list)
     stop_logprob: float | None = None
+    # Where each generated token's text ends in `text` (characters, healed text left out; past a stop string's cut
+    # for the tokens after it): what is left of a suggestion once the user typed its start has these tokens'
+    # probabilities (the server re-gates it, features/suggestion_cache.py).
+    token_ends: list[int] = field(default_factory=list)
     # CPU seconds of this process (time.process_time) in prefill and decode: on a machine other jobs share, CPU time
     # shows what the work costs while wall time also counts waiting for a core
     timings: dict[str, float] = field(default_factory=dict)
@@ -216,6 +220,7 @@ def generate(
         stop_token = None
         reason = "max_tokens"
         logprobs: list[float] = []
+        ends: list[int] = []
         stop_logprob = None
         spec = Verifier(session, drafter)
         while len(tokens) < max_new_tokens:  # here `logits` predict the next token
@@ -232,6 +237,7 @@ def generate(
             tokens.append(token)
             logprobs.append(logprob)
             delta, found = text.push(token)
+            ends.append(len(text.full))
             if on_token is not None:
                 on_token(token, delta)
             if found:
@@ -274,6 +280,7 @@ def generate(
         stop_token=stop_token,
         token_logprobs=logprobs,
         stop_logprob=stop_logprob,
+        token_ends=ends,
         timings={"prefill_cpu_s": prefill_end_cpu - start_cpu, "decode_cpu_s": end_cpu - prefill_end_cpu},
         drafted_tokens=spec.drafted,
         accepted_tokens=spec.accepted,

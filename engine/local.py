@@ -241,7 +241,7 @@ class LocalEngine:
             return own
         return dataclasses.replace(
             own, text=best.text, stop_reason="stop_token", new_tokens=len(best.token_logprobs),
-            token_logprobs=best.token_logprobs, stop_logprob=best.stop_logprob, chosen="candidate",
+            token_logprobs=best.token_logprobs, stop_logprob=best.stop_logprob, token_ends=[], chosen="candidate",
         )  # fmt: skip
 
     def _chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
@@ -284,6 +284,7 @@ def _completion(result: GenerationResult) -> Completion:
         timings=dict(result.timings),
         token_logprobs=list(result.token_logprobs),
         stop_logprob=result.stop_logprob,
+        token_ends=list(result.token_ends),
         decode_steps=result.decode_steps,
         drafted_tokens=result.drafted_tokens,
         accepted_tokens=result.accepted_tokens,

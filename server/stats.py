@@ -39,6 +39,7 @@ class Stats:
     accepted: int = 0  # suggestions the editor reported as accepted (the item's command)
     precomputed: int = 0  # suggestions computed while idle, on the assumption that the shown one is accepted
     held_back: int = 0  # suggestions the model wrote that the confidence gate did not show (minConfidence)
+    held_through: int = 0  # requests answered empty at once: the user typed the start of a held-back suggestion
     copied: int = 0  # suggestions the engine took from the server's prompt-lookup candidates
     errors: int = 0  # requests answered with an error (bad input)
     generations: int = 0  # model runs that finished (not superseded)
@@ -128,9 +129,9 @@ class Stats:
                 k: getattr(self, k)
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
-                    "precomputed", "held_back", "copied", "errors", "generations", "prompt_tokens_total",
-                    "prefilled_tokens_total", "new_tokens_total", "fallback_answers", "chat_generations",
-                    "decode_steps", "drafted_tokens", "accepted_tokens",
+                    "precomputed", "held_back", "held_through", "copied", "errors", "generations",
+                    "prompt_tokens_total", "prefilled_tokens_total", "new_tokens_total", "fallback_answers",
+                    "chat_generations", "decode_steps", "drafted_tokens", "accepted_tokens",
                     "shed_before_plan", "shed_before_engine", "context_skipped", "context_kept", "precompute_yielded",
                     "index_updates", "index_coalesced", "warmups", "warmups_cancelled", "warmup_tokens",
                 )

@@ -73,6 +73,38 @@ def load_calibration(path: Path = CALIBRATION_FILE) -> Calibration:
         return PRIOR
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """How the model wrote one suggestion: what its confidence, and that of what is left of it once the user has
+    typed its start, are computed from. `token_ends` (where each token's text ends in `generated`) may be empty, when
+    the engine cannot say: then only the whole suggestion's confidence is known."""
+
+    token_logprobs: tuple[float, ...]
+    token_ends: tuple[int, ...]
+    stop_logprob: float | None
+    stop_reason: str
+    generated: str
+    copied: bool = False
+
+    def features(self, shown: str, typed: int = 0) -> dict[str, float] | None:
+        """The features of `shown[typed:]`, the rest of the suggestion after the user typed `typed` characters of
+        it: the tokens that end past them (the one partly typed included, as still to be right), the same stop.
+        None when the token boundaries are unknown and something was typed."""
+        if typed == 0:
+            lps = self.token_logprobs
+        elif len(self.token_ends) == len(self.token_logprobs):
+            lps = tuple(lp for lp, end in zip(self.token_logprobs, self.token_ends, strict=True) if end > typed)
+        else:
+            return None
+        return features(
+            lps, self.stop_logprob, self.stop_reason, self.generated[typed:], shown[typed:], copied=self.copied
+        )
+
+    def confidence(self, shown: str, typed: int = 0) -> float | None:
+        feats = self.features(shown, typed)
+        return None if feats is None else load_calibration().confidence(feats)
+
+
 def features(
     token_logprobs: Sequence[float],
     stop_logprob: float | None,

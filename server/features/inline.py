@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from waferline.engine.api import Completion, EditRequest
 from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
-from waferline.server.features.confidence import features, load_calibration
+from waferline.server.features.confidence import Evidence
 from waferline.server.features.context_memo import ContextMemo
 from waferline.server.features.engine_request import edit_request, skip_reason, window
 from waferline.server.features.recent_edits import recent_edit_snippets, recent_edits
@@ -178,7 +178,11 @@ class InlineCompletions:
             log.debug("no completion: %s", reason)
             return None
         cache = self.cache(snapshot.uri)
-        if options.typed_through_cache and (hit := cache.lookup(text, offset)) is not None:
+        threshold = options.min_confidence_invoked if explicit else options.min_confidence
+        if options.typed_through_cache and (hit := cache.lookup(text, offset, threshold)) is not None:
+            if hit.source == "held":  # typed through a suggestion still under the gate: the model would repeat it
+                self.stats.held_through += 1
+                return None
             return hit
         built = await self.request_at(
             snapshot, offset, options, explicit=explicit, context=context, ticket=ticket, timings=ms
@@ -206,14 +210,17 @@ class InlineCompletions:
         if finished is None or not finished.insert_text:
             log.debug("model output %r dropped (stop %s)", completion.text, completion.stop_reason)
             return None
-        confidence, feats = confidence_of(completion, finished.insert_text)
-        threshold = options.min_confidence_invoked if explicit else options.min_confidence
+        evidence = evidence_of(completion)
+        confidence = evidence.confidence(finished.insert_text) if evidence is not None else None
+        feats = evidence.features(finished.insert_text) if evidence is not None else None
+        # Shown or held back, typing its start is answered from the cache (a held-back one gated again on its rest):
+        # greedy decoding would write the same again. One cut by the token limit or the time budget as well: the
+        # model is asked again once the user has typed past it.
+        cache.remember(text, offset, finished.insert_text, finished.replace_end_offset, confidence, evidence)
         if confidence is not None and confidence < threshold:
             log.debug("suggestion %r hidden: confidence %.3f < %.3f", finished.insert_text, confidence, threshold)
             self.stats.held_back += 1
             return None
-        if confidence is None or confidence >= options.min_confidence:  # the cache answers automatic requests too
-            cache.remember(text, offset, finished.insert_text, finished.replace_end_offset)
         if completion.chosen == "candidate":
             self.stats.copied += 1
         return Suggestion(finished.insert_text, offset, finished.replace_end_offset, "model", confidence, feats)
@@ -313,23 +320,21 @@ class InlineCompletions:
         finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)
         if finished is None or not finished.insert_text:
             return False
-        confidence, _ = confidence_of(completion, finished.insert_text)
-        if confidence is not None and confidence < options.min_confidence:
-            return False
-        cache.remember(after, cursor, finished.insert_text, finished.replace_end_offset)
-        return True
+        evidence = evidence_of(completion)
+        confidence = evidence.confidence(finished.insert_text) if evidence is not None else None
+        cache.remember(after, cursor, finished.insert_text, finished.replace_end_offset, confidence, evidence)
+        return confidence is None or confidence >= options.min_confidence  # held back, it still spares the model
 
 
-def confidence_of(completion: Completion, shown: str) -> tuple[float | None, dict[str, float] | None]:
-    """The calibrated confidence of showing `shown` for this completion, and its features; (None, None) when the
-    engine reports no token probabilities (it cannot tell, so the suggestion is not gated)."""
+def evidence_of(completion: Completion) -> Evidence | None:
+    """What the calibrated confidence of this completion's suggestion is computed from; None when the engine
+    reports no token probabilities (it cannot tell, so the suggestion is not gated)."""
     if not completion.token_logprobs:
-        return None, None
-    feats = features(
-        completion.token_logprobs, completion.stop_logprob, completion.stop_reason, completion.text, shown,
-        copied=completion.chosen == "candidate",
+        return None
+    return Evidence(
+        tuple(completion.token_logprobs), tuple(completion.token_ends), completion.stop_logprob,
+        completion.stop_reason, completion.text, copied=completion.chosen == "candidate",
     )  # fmt: skip
-    return load_calibration().confidence(feats), feats
 
 
 def finish_without_loops(

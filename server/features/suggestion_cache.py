@@ -1,6 +1,11 @@
 """A suggestion, and the typed-through cache: the suggestions a document has seen, answered again while the user
 types their start; and the model's recent texts for the document, whose still-valid tails are drafts.
 
+The cache keeps the suggestions the confidence gate held back as well. Typing the start of one is what the model
+had predicted, so asking it again would write the same rest (greedy decoding); instead the rest is gated again from
+the probabilities of its own tokens (confidence.Evidence): it is shown once it earns its place, and otherwise the
+request is answered empty at once, without the model.
+
 `InlineCompletions` (features/inline.py) makes the `Suggestion`s and keeps one `SuggestionCache` per open document,
 dropped when it closes.
 
@@ -17,7 +22,9 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-CACHE_ENTRIES = 4  # suggestions remembered per document: the one on screen and a few precomputed ones
+from waferline.server.features.confidence import Evidence
+
+CACHE_ENTRIES = 6  # suggestions remembered per document: the one on screen or held back, and a few precomputed ones
 OUTPUTS = 4  # the model's latest texts kept per document as drafts
 DRAFT_CONTEXT = 256  # characters before a text's cursor that must still be there for its tail to be a draft
 
@@ -27,7 +34,9 @@ class Suggestion:
     text: str  # what to insert at the cursor
     offset: int  # the cursor, a `str` offset into the text the suggestion was made for
     replace_end: int  # the suggestion replaces [offset, replace_end) (characters the editor auto-closed)
-    source: str  # "model" or "cache"
+    # "model"; "cache" (the rest of a remembered suggestion); "held" (the rest of one still under the confidence
+    # gate: answer nothing, without asking the model again)
+    source: str
     confidence: float | None = None  # the calibrated chance it is right (features/confidence.py); None from the cache
     features: dict[str, float] | None = None  # what the confidence was computed from
 
@@ -45,6 +54,8 @@ class _Entry:
     suffix: str  # the whole text after it
     text: str
     replace_len: int
+    confidence: float | None  # the whole suggestion's, when it was made (None: the engine cannot tell)
+    evidence: Evidence | None  # to gate what is left of it as the user types (None: no probabilities)
 
 
 class SuggestionCache:
@@ -54,17 +65,28 @@ class SuggestionCache:
     typed, the text after it is unchanged, and what was typed is the suggestion's start. Then the rest is the
     answer, without the model. Precomputed suggestions (made for the text as it will be after an accept) are found
     the same way, with nothing typed yet.
+
+    Each lookup says under which confidence threshold it is asked (automatic or explicit trigger): a suggestion that
+    met it when it was made is answered as before, its rest never hidden halfway; one that did not is gated again on
+    its rest.
     """
 
     def __init__(self) -> None:
         self._entries: collections.deque[_Entry] = collections.deque(maxlen=CACHE_ENTRIES)
         self._outputs: collections.deque[_Output] = collections.deque(maxlen=OUTPUTS)
 
-    def remember(self, text: str, offset: int, insert_text: str, replace_end: int) -> None:
+    def remember(
+        self, text: str, offset: int, insert_text: str, replace_end: int, confidence: float | None = None,
+        evidence: Evidence | None = None,
+    ) -> None:  # fmt: skip
         assert 0 <= offset <= replace_end <= len(text), "a suggestion replaces forward from the cursor"
-        self._entries.append(_Entry(text[:offset], text[offset:], insert_text, replace_end - offset))
+        self._entries.append(
+            _Entry(text[:offset], text[offset:], insert_text, replace_end - offset, confidence, evidence)
+        )
 
-    def lookup(self, text: str, offset: int) -> Suggestion | None:
+    def lookup(self, text: str, offset: int, threshold: float = 0.0) -> Suggestion | None:
+        """The rest of the newest remembered suggestion whose start the user typed: source "cache" to show,
+        or "held" when it is (still) under `threshold`; None when none fits."""
         prefix = text[:offset]
         suffix = text[offset:]
         for e in reversed(self._entries):
@@ -72,7 +94,12 @@ class SuggestionCache:
                 continue
             typed = prefix[len(e.prefix) :]
             if len(typed) < len(e.text) and e.text.startswith(typed):
-                return Suggestion(e.text[len(typed) :], offset, offset + e.replace_len, "cache")
+                rest = e.text[len(typed) :]
+                if e.confidence is None or e.confidence >= threshold:
+                    return Suggestion(rest, offset, offset + e.replace_len, "cache")
+                c = e.evidence.confidence(e.text, len(typed)) if e.evidence is not None else None
+                source = "cache" if c is not None and c >= threshold else "held"
+                return Suggestion(rest, offset, offset + e.replace_len, source, c)
         return None
 
     def remember_output(self, text: str, offset: int, output: str) -> None:

@@ -167,3 +167,19 @@ def test_the_previous_texts_tail_as_a_draft_changes_no_token(
     plain = off.complete(follow, lambda: False)
     assert drafted.text == plain.text and drafted.stop_reason == plain.stop_reason
     assert drafted.decode_steps + drafted.accepted_tokens == plain.decode_steps
+
+
+@pytest.mark.parametrize("prefix", ["def area(r):\n    return 3.14 * r", "import os\nbase = os.path.basen"])
+def test_each_token_says_where_its_text_ends(engine: LocalEngine, prefix: str) -> None:
+    """token_ends, beside token_logprobs: the text of the first i + 1 tokens (healed text left out) ends there, so
+    the server can tell which tokens' probabilities are left once the user typed the start of a suggestion."""
+    request = EditRequest(session_id="ends", prefix=prefix, suffix="\n", max_new_tokens=12, time_budget_s=None)
+    done = engine.complete(request, lambda: False)
+    assert len(done.token_ends) == len(done.token_logprobs) == done.new_tokens > 0
+    assert done.token_ends == sorted(done.token_ends) and done.token_ends[-1] >= len(done.text)
+    from waferline.engine.generate import generate
+
+    tk = engine.loaded.tokenizer
+    prompt = engine.prompt_ids(request, 512)
+    result = generate(engine.pool.get("ends2"), prompt, max_new_tokens=12, tokenizer=tk)
+    assert [len(tk.decode(result.tokens[: i + 1])) for i in range(len(result.tokens))] == result.token_ends
