@@ -18,6 +18,9 @@
 #include <string.h>
 
 #include "fused.h"
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 enum { D_DIM, D_LAYERS, D_HEADS, D_KV_HEADS, D_HEAD_DIM, D_INTER, D_VOCAB, D_MAX_TOKENS, D_WFMT, D_KVFMT, D_EMBFMT,
        D_COUNT };
@@ -80,11 +83,95 @@ static inline const float *kv_row(const void *kv, int64_t fmt, int64_t at, int64
     return out;
 }
 
+#ifdef __AVX512F__
+/* r[k] (16 floats each, k < 16) -> out[e * 16 + k] = r[k][e]: a 16 x 16 transpose in registers (unpack pairs, then
+ * 64-bit pairs, then 128-bit lanes twice), which moves the same floats as the scalar copy. */
+static inline void transpose16(const __m512 *r, float *restrict out) {
+    __m512 t[16], s[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* s[4i + m], 128-bit lane l: element 4l + m of keys 4i..4i+3 */
+        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+        const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        s[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        s[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        s[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        s[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int m = 0; m < 4; m++) {
+        const __m512 v0 = _mm512_shuffle_f32x4(s[m], s[4 + m], 0x88), v1 = _mm512_shuffle_f32x4(s[m], s[4 + m], 0xdd);
+        const __m512 w0 = _mm512_shuffle_f32x4(s[8 + m], s[12 + m], 0x88);
+        const __m512 w1 = _mm512_shuffle_f32x4(s[8 + m], s[12 + m], 0xdd);
+        _mm512_storeu_ps(out + m * 16, _mm512_shuffle_f32x4(v0, w0, 0x88));
+        _mm512_storeu_ps(out + (4 + m) * 16, _mm512_shuffle_f32x4(v1, w1, 0x88));
+        _mm512_storeu_ps(out + (8 + m) * 16, _mm512_shuffle_f32x4(v0, w0, 0xdd));
+        _mm512_storeu_ps(out + (12 + m) * 16, _mm512_shuffle_f32x4(v1, w1, 0xdd));
+    }
+}
+#endif
+
+/* The nb (<= 16) cached rows at `at`, `at + D`, ... (keys) transposed into row[i * 16 + tt], zeros past nb. */
+static void key_block(float *restrict row, const void *kv, int64_t fmt, int64_t at, int64_t nb, int64_t D) {
+#ifdef __AVX512F__
+    if (D % 16 == 0) {
+        for (int64_t c = 0; c < D; c += 16) {
+            __m512 r[16];
+            for (int64_t tt = 0; tt < 16; tt++) {
+                if (tt >= nb) {
+                    r[tt] = _mm512_setzero_ps();
+                } else if (fmt == KV_BF16) { /* bfloat16 -> float32: the bits shifted up, as bf16_to_f32 */
+                    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)kv + at + tt * D + c));
+                    r[tt] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+                } else {
+                    r[tt] = _mm512_loadu_ps((const float *)kv + at + tt * D + c);
+                }
+            }
+            transpose16(r, row + c * 16);
+        }
+        return;
+    }
+#endif
+    for (int64_t tt = 0; tt < nb; tt++) {
+        if (fmt == KV_BF16) {
+            const uint16_t *r = (const uint16_t *)kv + at + tt * D;
+            for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = bf16_to_f32(r[i]);
+        } else {
+            const float *r = (const float *)kv + at + tt * D;
+            for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = r[i];
+        }
+    }
+    for (int64_t tt = nb; tt < 16; tt++)
+        for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = 0.0f;
+}
+
+/* o[0..D) += sum over p of w[p] * v[p * D ..], p = 0..np in order: per element the same additions in the same order
+ * as one row at a time, 16 outputs held in registers across the rows instead of read and written for each. */
+static inline void add_weighted_rows(float *restrict o, const float *restrict w, const float *restrict v, int64_t np,
+                                     int64_t D) {
+    int64_t i0 = 0;
+    for (; i0 + 16 <= D; i0 += 16) {
+        float acc[16];
+        memcpy(acc, o + i0, sizeof acc);
+        for (int64_t p = 0; p < np; p++) {
+            const float wp = w[p], *vp = v + p * D + i0;
+#pragma omp simd
+            for (int64_t i = 0; i < 16; i++) acc[i] += wp * vp[i];
+        }
+        memcpy(o + i0, acc, sizeof acc);
+    }
+    for (int64_t p = 0; p < np && i0 < D; p++) {
+        const float wp = w[p], *vp = v + p * D;
+        for (int64_t i = i0; i < D; i++) o[i] += wp * vp[i];
+    }
+}
+
 /* Attention of n tokens' G query heads (token t's q: G x D at q + t * qs, its output at out + t * os) over one KV
- * head's cached positions (keys at kb, values at vb): token t sees the first L0 + t positions. Each block of keys and
- * each value row is read (and converted from bfloat16) once for all n tokens, and every query's scores and sums are
- * the same arithmetic in the same order as for that token alone. scores: n x G x (L0 + n - 1) floats of scratch;
- * row: 16 x D floats of scratch (a transposed block of keys, or a value row). */
+ * head's cached positions (keys at kb, values at vb): token t sees the first L0 + t positions. Each block of 16 keys
+ * and of 16 value rows is read (and converted from bfloat16) once for all n tokens, and every query's scores and sums
+ * are the same arithmetic in the same order as for that token alone. scores: n x G x (L0 + n - 1) floats of scratch;
+ * row: 16 x D floats of scratch (a transposed block of keys, or a block of value rows). */
 static void attend_group(float *restrict out, int64_t os, const float *restrict q, int64_t qs, int64_t n, const void *kv,
                          int64_t fmt, int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *restrict scores,
                          float *restrict row) {
@@ -94,18 +181,7 @@ static void attend_group(float *restrict out, int64_t os, const float *restrict 
      * query's 16 scores come from D vector multiply-adds instead of 16 dot products with horizontal sums. */
     for (int64_t t0 = 0; t0 < L; t0 += 16) {
         const int64_t nb = L - t0 < 16 ? L - t0 : 16;
-        for (int64_t tt = 0; tt < nb; tt++) {
-            const int64_t at = kb + (t0 + tt) * D;
-            if (fmt == KV_BF16) {
-                const uint16_t *r = (const uint16_t *)kv + at;
-                for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = bf16_to_f32(r[i]);
-            } else {
-                const float *r = (const float *)kv + at;
-                for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = r[i];
-            }
-        }
-        for (int64_t tt = nb; tt < 16; tt++)
-            for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = 0.0f;
+        key_block(row, kv, fmt, kb + t0 * D, nb, D);
         for (int64_t t = 0; t < n; t++) {
             const int64_t Lt = L0 + t;
             if (t0 >= Lt) continue;
@@ -136,15 +212,17 @@ static void attend_group(float *restrict out, int64_t os, const float *restrict 
         }
         memset(out + t * os, 0, sizeof(float) * (size_t)(G * D));
     }
-    for (int64_t p = 0; p < L; p++) {
-        const float *v = kv_row(kv, fmt, vb + p * D, D, row);
-        for (int64_t t = p < L0 ? 0 : p - L0 + 1; t < n; t++) { /* the tokens that see position p */
-            for (int64_t j = 0; j < G; j++) {
-                const float w = scores[(t * G + j) * L + p];
-                float *oj = out + t * os + j * D;
-#pragma omp simd
-                for (int64_t i = 0; i < D; i++) oj[i] += w * v[i];
-            }
+    for (int64_t p0 = 0; p0 < L; p0 += 16) { /* 16 value rows at a time, each token's sums kept across them */
+        const int64_t nb = L - p0 < 16 ? L - p0 : 16;
+        const float *v = (const float *)kv + vb + p0 * D;
+        if (fmt == KV_BF16) {
+            for (int64_t pp = 0; pp < nb; pp++) kv_row(kv, fmt, vb + (p0 + pp) * D, D, row + pp * D);
+            v = row;
+        }
+        for (int64_t t = p0 < L0 ? 0 : p0 - L0 + 1; t < n; t++) { /* the tokens that see position p0 */
+            const int64_t Lt = L0 + t, np = (Lt < p0 + nb ? Lt : p0 + nb) - p0;
+            for (int64_t j = 0; j < G; j++)
+                add_weighted_rows(out + t * os + j * D, scores + (t * G + j) * L + p0, v, np, D);
         }
     }
 }
