@@ -86,22 +86,29 @@ class Evidence:
     generated: str
     copied: bool = False
 
-    def features(self, shown: str, typed: int = 0) -> dict[str, float] | None:
+    def features(self, shown: str, typed: int = 0, *, partial: bool = True) -> dict[str, float] | None:
         """The features of `shown[typed:]`, the rest of the suggestion after the user typed `typed` characters of
-        it: the tokens that end past them (the one partly typed included, as still to be right), the same stop.
-        None when the token boundaries are unknown and something was typed."""
+        it: the tokens that end past them, the same stop. The token the user is typing through counts with its
+        probability as written (`partial`), or not at all (as if typing its start had made it certain: asked again,
+        the model would draw it from the tokens that start with what was typed). None when the token boundaries are
+        unknown and something was typed."""
         if typed == 0:
             lps = self.token_logprobs
         elif len(self.token_ends) == len(self.token_logprobs):
-            lps = tuple(lp for lp, end in zip(self.token_logprobs, self.token_ends, strict=True) if end > typed)
+            starts = (0, *self.token_ends[:-1])
+            lps = tuple(
+                lp
+                for lp, start, end in zip(self.token_logprobs, starts, self.token_ends, strict=True)
+                if end > typed and (partial or start >= typed)
+            )
         else:
             return None
         return features(
             lps, self.stop_logprob, self.stop_reason, self.generated[typed:], shown[typed:], copied=self.copied
         )
 
-    def confidence(self, shown: str, typed: int = 0) -> float | None:
-        feats = self.features(shown, typed)
+    def confidence(self, shown: str, typed: int = 0, *, partial: bool = True) -> float | None:
+        feats = self.features(shown, typed, partial=partial)
         return None if feats is None else load_calibration().confidence(feats)
 
 

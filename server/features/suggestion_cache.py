@@ -4,7 +4,9 @@ types their start; and the model's recent texts for the document, whose still-va
 The cache keeps the suggestions the confidence gate held back as well. Typing the start of one is what the model
 had predicted, so asking it again would write the same rest (greedy decoding); instead the rest is gated again from
 the probabilities of its own tokens (confidence.Evidence): it is shown once it earns its place, and otherwise the
-request is answered empty at once, without the model.
+request is answered empty at once, without the model. One case is left to the model: the user stopped inside a
+token that alone keeps the rest under the threshold (asked again, the model would draw that token from those that
+start with what was typed, and could be sure of it).
 
 `InlineCompletions` (features/inline.py) makes the `Suggestion`s and keeps one `SuggestionCache` per open document,
 dropped when it closes.
@@ -97,9 +99,13 @@ class SuggestionCache:
                 rest = e.text[len(typed) :]
                 if e.confidence is None or e.confidence >= threshold:
                     return Suggestion(rest, offset, offset + e.replace_len, "cache")
-                c = e.evidence.confidence(e.text, len(typed)) if e.evidence is not None else None
-                source = "cache" if c is not None and c >= threshold else "held"
-                return Suggestion(rest, offset, offset + e.replace_len, source, c)
+                sure = e.evidence.confidence(e.text, len(typed)) if e.evidence is not None else None
+                if sure is not None and sure >= threshold:
+                    return Suggestion(rest, offset, offset + e.replace_len, "cache", sure)
+                hope = e.evidence.confidence(e.text, len(typed), partial=False) if e.evidence is not None else None
+                if hope is not None and hope >= threshold:
+                    return None  # mid-token, and sure enough if that token is right: the model can tell, ask it
+                return Suggestion(rest, offset, offset + e.replace_len, "held", sure)
         return None
 
     def remember_output(self, text: str, offset: int, output: str) -> None:

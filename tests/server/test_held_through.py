@@ -84,7 +84,9 @@ def test_the_rest_is_shown_once_the_unsure_start_is_typed() -> None:
     shown = type_through(worker, "radius", min_confidence=0.5)
     assert shown[0] is None and shown[1:6] == [None] * 5  # "r".."radiu": the unsure token is still being typed
     assert shown[6] == " ** 2"
-    assert len(worker.calls) == 1
+    # Inside the guessed token the model is asked (typing its start could make it sure of it); at its end the rest is
+    # answered from the cache.
+    assert len(worker.calls) == 6
 
 
 def test_typing_something_else_asks_the_model_again() -> None:
@@ -113,7 +115,23 @@ def test_without_token_boundaries_a_held_back_suggestion_stays_held() -> None:
 
 def test_the_rest_keeps_the_tokens_not_yet_typed_through() -> None:
     evidence = Evidence((-1.0, -2.0, -3.0), (2, 5, 9), -0.5, "stop_token", "ab cde fgh")
-    assert evidence.features("ab cde fgh") == features((-1.0, -2.0, -3.0), -0.5, "stop_token", "ab cde fgh", "ab cde fgh")
+    assert evidence.features("ab cde fgh") == features(
+        (-1.0, -2.0, -3.0), -0.5, "stop_token", "ab cde fgh", "ab cde fgh"
+    )
     rest = evidence.features("ab cde fgh", 3)  # "ab " typed: the second token ("cde", partly typed) and the third
     assert rest == features((-2.0, -3.0), -0.5, "stop_token", "cde fgh", "cde fgh")
     assert evidence.features("ab cde fgh", 9) == features((), -0.5, "stop_token", "h", "h")
+
+
+def test_inside_the_token_that_holds_it_back_the_model_is_asked() -> None:
+    # "radius" was the guess; after "rad" the rest would be sure if "radius" is right: the model can tell.
+    cache = SuggestionCache()
+    evidence = Evidence((UNSURE, SURE, SURE), (6, 9, 11), SURE, "stop_token", "radius ** 2")
+    cache.remember(DOC, len(DOC), "radius ** 2", len(DOC), 0.01, evidence)
+    assert cache.lookup(DOC + "rad", len(DOC) + 3, threshold=0.5) is None
+    done = cache.lookup(DOC + "radius", len(DOC) + 6, threshold=0.5)  # the guess typed whole: the rest is sure
+    assert done is not None and done.source == "cache" and done.text == " ** 2"
+    unsure = Evidence((UNSURE, UNSURE, UNSURE), (6, 9, 11), SURE, "stop_token", "radius ** 2")
+    cache.remember(DOC, len(DOC), "radius ** 2", len(DOC), 0.01, unsure)  # newest first: unsure after "rad" too
+    held = cache.lookup(DOC + "rad", len(DOC) + 3, threshold=0.5)
+    assert held is not None and held.source == "held"
