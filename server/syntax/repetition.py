@@ -62,21 +62,27 @@ def loop_start(text: str) -> int | None:
     for line in lines:
         starts.append(offset)
         offset += len(line) + 1
+    within = None  # the first line that repeats a piece of itself
     for i, line in enumerate(lines):
         at = line_loop_start(line)
         if at is not None:
-            return starts[i] + at
+            within = starts[i] + at
+            break
+    # Lines repeated may begin earlier than a repeat within a later line (`# GH#1\n# GH#1\n# GH#1\n# GH#1111111`):
+    # the earliest of the two is where the loop starts.
     stripped = [line.strip() for line in lines]
     for i in range(len(lines)):
+        if within is not None and starts[i] >= within:
+            break
         if len(stripped[i]) < MIN_LINE or not re.search(r"\w", stripped[i]):
             continue  # closers (`}`, `)`, `end`) and short lines legitimately repeat
         if i + REPEATED_LINES <= len(lines) and len(set(stripped[i : i + REPEATED_LINES])) == 1:
-            return starts[i + 1]  # the first copy may be right; its repeats are not
+            return min(starts[i + 1], within if within is not None else len(text))  # the first copy may be right
         for size in range(2, (len(lines) - i) // 2 + 1):  # a block of `size` lines written twice in a row
             block = stripped[i : i + size]
             if any(block) and block == stripped[i + size : i + 2 * size] and sum(map(bool, block)) >= 2:
-                return starts[i + size]
-    return None
+                return min(starts[i + size], within if within is not None else len(text))
+    return within
 
 
 def is_loop(text: str) -> bool:
