@@ -52,6 +52,10 @@ class EditRequest:
     # (speculative decoding, engine/speculate.py, ranked before prompt lookup). It changes how fast the completion
     # comes, never what it is. An engine may ignore it.
     draft: str = ""
+    # Text the completion may copy pieces of, when there is no draft (the server sends the model's previous text for
+    # the document where the user typed something else than its start): prompt lookup searches it first. Like the
+    # draft it changes how fast the completion comes, never what it is. An engine may ignore it.
+    lookup: str = ""
     route: Route = "completion"
 
 

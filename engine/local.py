@@ -210,7 +210,7 @@ class LocalEngine:
             session,
             prompt,
             healing=healing,
-            drafter=self._drafter(prompt, caller if request.draft else ""),
+            drafter=self._drafter(prompt, caller if request.draft else "", request.lookup),
             max_new_tokens=request.max_new_tokens + (healing is not None),  # the first token re-makes the healed one
             temperature=request.temperature,
             stop_token_ids=tuple(self.fim.stop_ids) + tuple(lm.special.stop_ids),
@@ -259,12 +259,14 @@ class LocalEngine:
         )  # fmt: skip
         return _completion(result)
 
-    def _drafter(self, prompt: list[int], caller: str) -> Drafter | None:
-        """Drafts for one request: prompt lookup over `prompt`, and the caller's expected text."""
+    def _drafter(self, prompt: list[int], caller: str, also: str = "") -> Drafter | None:
+        """Drafts for one request: prompt lookup over `prompt` (and `also` first, without a caller's draft), and the
+        caller's expected text."""
         if self.draft_policy is None:
             return None
-        ids = self.loaded.tokenizer.encode(caller) if caller else []
-        return Drafter(prompt, self.draft_policy, caller=ids)
+        tk = self.loaded.tokenizer
+        ids = tk.encode(caller) if caller else []
+        return Drafter(prompt, self.draft_policy, caller=ids, also=tk.encode(also) if also and not ids else [])
 
     def drop_session(self, session_id: str) -> None:
         with self._lock:

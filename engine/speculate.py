@@ -10,7 +10,9 @@ Sources, cheapest first:
 - `caller`: the text the caller expects (EditRequest.draft: the still-valid tail of the previous suggestion, the
   text after the cursor), proposed position by position while the generated tokens follow it;
 - `lookup`: prompt lookup: the last n generated-or-prompt ids (n = 3, 2, 1) found earlier in the prompt, the
-  generated text or the caller's draft, and the ids that followed that occurrence proposed (a `bytes.rfind` over the
+  generated text or the caller's draft (or, without one, other text the caller expects pieces of: EditRequest.lookup,
+  the model's previous text for the document when the user typed something else), and the ids that followed that
+  occurrence proposed (a `bytes.rfind` over the
   ids packed as int32: microseconds for a 4,000-token prompt).
 
 `Verifier` runs generation's steps with the drafts (engine/generate.py calls it); `sample_draft` is the sampling
@@ -112,10 +114,14 @@ class DraftPolicy:
 class Drafter:
     """One request's drafts: prompt lookup over its context, and the caller's expected text."""
 
-    def __init__(self, context: Sequence[int], policy: DraftPolicy, *, caller: Sequence[int] = ()) -> None:
+    def __init__(
+        self, context: Sequence[int], policy: DraftPolicy, *, caller: Sequence[int] = (), also: Sequence[int] = ()
+    ) -> None:
         self.policy = policy
         self.caller = list(caller)
-        self._caller_buf = array("i", self.caller).tobytes()
+        # searched first by prompt lookup: the caller's draft, else other text the caller expects pieces of (`also`)
+        self._corpus = self.caller or list(also)
+        self._caller_buf = array("i", self._corpus).tobytes()
         self._buf = bytearray(array("i", context).tobytes())  # prompt ids, then each generated id, as int32
         self._generated: list[int] = []
         self._follows_caller = bool(self.caller)  # the generated ids so far are a prefix of the caller's draft
@@ -153,8 +159,8 @@ class Drafter:
                 continue
             pattern = bytes(buf[-4 * n :])
             hit = _rfind_aligned(self._caller_buf, pattern, len(self._caller_buf))
-            if hit is not None and hit + n < len(self.caller):
-                return self.caller[hit + n : hit + n + room]
+            if hit is not None and hit + n < len(self._corpus):
+                return self._corpus[hit + n : hit + n + room]
             hit = _rfind_aligned(buf, pattern, 4 * (total - 1))  # an occurrence ending before the last id
             if hit is not None:
                 end = min(hit + n + room, total)

@@ -259,7 +259,9 @@ class Options:
     typed_through_cache: bool = option(
         True,
         COMPLETION,
-        "When what the user typed is the start of the suggestion on screen, answer the rest at once without the model.",
+        "When what the user typed is the start of the suggestion on screen, answer the rest at once without the model. "
+        "The same for a suggestion the confidence gate held back: its rest is shown once its own tokens are confident "
+        "enough, and until then the keystroke is answered empty without asking the model again.",
     )
     precompute: bool = option(
         True,

@@ -196,6 +196,7 @@ class InlineCompletions:
         # save (bench-load 50 x 10 keys/s: drain 0.92 s without it, 1.5-2.2 s with it; docs/benchmarks.md).
         busy = self.tickets.typed_in(BUSY_WINDOW_S) > 1
         request.draft = "" if busy else cache.draft(text, offset)
+        request.lookup = "" if busy or request.draft else cache.latest_output()
         completion = await self.worker.complete(request, prepare=prepare)
         if completion is None or (ticket is not None and ticket.superseded()):
             raise Superseded  # a newer request for the document is under way: its answer is the one to finish

@@ -127,6 +127,11 @@ class SuggestionCache:
                 return o.text[len(typed) :]
         return ""
 
+    def latest_output(self) -> str:
+        """The model's newest text for the document, wherever it was written ("" when none): pieces of it are likely
+        in the next one even where the user typed something else (EditRequest.lookup)."""
+        return self._outputs[-1].text if self._outputs else ""
+
     def clear(self) -> None:
         self._entries.clear()
         self._outputs.clear()

@@ -209,6 +209,20 @@ def test_prompt_lookup_proposes_what_followed_the_last_occurrence() -> None:
     assert Drafter([256, 1], policy).propose(2) == ("", [])  # a byte of 256 is not the id 1
 
 
+def test_other_expected_text_is_searched_first_but_never_followed_from_its_start() -> None:
+    """EditRequest.lookup (the model's previous text where the user typed something else): pieces of it are
+    proposed after the same ids, never its start by position; a caller's draft, when there is one, takes its place."""
+    policy = DraftPolicy()
+    policy.stats["lookup"].accepted = 100
+    d = Drafter([1, 2, 7], policy, also=[40, 7, 41, 42, 43])
+    assert d.propose(3) == ("lookup", [41, 42, 43])  # [7] occurred in it: what followed there
+    assert Drafter([1, 2, 3], policy, also=[40, 41]).propose(2) == ("", [])  # nothing of it follows [3]
+    d = Drafter([1, 2, 7], policy, caller=[9], also=[40, 7, 41])  # with a caller's draft, `also` is not searched
+    assert d.propose(2) == ("caller", [9])
+    d.push(7)
+    assert d.propose(2) == ("lookup", [7])  # [7] found in the prompt (after 2), not in `also` (41)
+
+
 def test_caller_draft_is_followed_while_generation_agrees() -> None:
     policy = DraftPolicy()
     policy.stats["caller"].accepted = 100
