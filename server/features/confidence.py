@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,7 +30,12 @@ FEATURES = (
     "log_tokens",  # log(1 + generated tokens): long guesses are less often exactly right
     "cut_fraction",  # share of the generated text the finishing rules cut away (repeats, what did not parse)
     "copied",  # 1 when the text is a candidate copied from the document (prompt lookup), not the model's own
+    # From the document (document_features): what the editor holds says whether a guess is plausible
+    "known_names",  # share of the suggestion's names (the word typed before it included) found in the document
+    "in_document",  # 1 when the line as it would read (its start, stripped, and the suggestion) is elsewhere in it
+    "log_chars",  # log(1 + characters shown)
 )
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NATURAL_STOPS = frozenset({"stop_token", "stop_string", "stop_rule"})
 CALIBRATION_FILE = Path(__file__).with_name("confidence.json")
 
@@ -85,6 +91,7 @@ class Evidence:
     stop_reason: str
     generated: str
     copied: bool = False
+    document: Mapping[str, float] | None = None  # document_features of the whole suggestion, kept for its rest
 
     def features(self, shown: str, typed: int = 0, *, partial: bool = True) -> dict[str, float] | None:
         """The features of `shown[typed:]`, the rest of the suggestion after the user typed `typed` characters of
@@ -103,9 +110,12 @@ class Evidence:
             )
         else:
             return None
-        return features(
+        feats = features(
             lps, self.stop_logprob, self.stop_reason, self.generated[typed:], shown[typed:], copied=self.copied
         )
+        if self.document is not None:
+            feats.update(self.document, log_chars=math.log1p(len(shown) - typed))
+        return feats
 
     def confidence(self, shown: str, typed: int = 0, *, partial: bool = True) -> float | None:
         feats = self.features(shown, typed, partial=partial)
@@ -132,4 +142,25 @@ def features(
         "log_tokens": math.log1p(len(token_logprobs)),
         "cut_fraction": 1.0 - min(len(shown), len(generated)) / len(generated) if generated else 0.0,
         "copied": 1.0 if copied else 0.0,
+    }
+
+
+def document_features(text: str, offset: int, shown: str) -> dict[str, float]:
+    """Features of showing `shown` at `offset` of `text` that come from the document (see FEATURES): whether the
+    names it writes are the document's own, and whether the line it makes is one the document already has. A
+    handful of substring searches over the document, once per model answer."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    line_end = text.find("\n", offset)
+    line_end = len(text) if line_end < 0 else line_end
+    head = text[line_start:offset]
+    word = re.search(r"[A-Za-z0-9_]*$", head)
+    written = (word.group(0) if word is not None else "") + shown
+    names = [m.group(0) for m in _NAME.finditer(written)]
+    elsewhere = text[:line_start] + "\n" + text[line_end:]
+    known = sum(1 for n in names if re.search(r"(?<![A-Za-z0-9_])" + re.escape(n) + r"(?![A-Za-z0-9_])", elsewhere))
+    line = (head + shown.split("\n", 1)[0]).strip()
+    return {
+        "known_names": known / len(names) if names else 1.0,
+        "in_document": 1.0 if len(line) >= 4 and line in elsewhere else 0.0,
+        "log_chars": math.log1p(len(shown)),
     }

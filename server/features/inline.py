@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from waferline.engine.api import Completion, EditRequest
 from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
-from waferline.server.features.confidence import Evidence
+from waferline.server.features.confidence import Evidence, document_features
 from waferline.server.features.context_memo import ContextMemo
 from waferline.server.features.engine_request import edit_request, skip_reason, window
 from waferline.server.features.recent_edits import recent_edit_snippets, recent_edits
@@ -211,7 +211,7 @@ class InlineCompletions:
         if finished is None or not finished.insert_text:
             log.debug("model output %r dropped (stop %s)", completion.text, completion.stop_reason)
             return None
-        evidence = evidence_of(completion)
+        evidence = evidence_of(completion, text, offset, finished.insert_text)
         confidence = evidence.confidence(finished.insert_text) if evidence is not None else None
         feats = evidence.features(finished.insert_text) if evidence is not None else None
         # Shown or held back, typing its start is answered from the cache (a held-back one gated again on its rest):
@@ -321,20 +321,21 @@ class InlineCompletions:
         finished = await asyncio.to_thread(finish_without_loops, after, cursor, language_id, completion.text, plan)
         if finished is None or not finished.insert_text:
             return False
-        evidence = evidence_of(completion)
+        evidence = evidence_of(completion, after, cursor, finished.insert_text)
         confidence = evidence.confidence(finished.insert_text) if evidence is not None else None
         cache.remember(after, cursor, finished.insert_text, finished.replace_end_offset, confidence, evidence)
         return confidence is None or confidence >= options.min_confidence  # held back, it still spares the model
 
 
-def evidence_of(completion: Completion) -> Evidence | None:
-    """What the calibrated confidence of this completion's suggestion is computed from; None when the engine
-    reports no token probabilities (it cannot tell, so the suggestion is not gated)."""
+def evidence_of(completion: Completion, text: str, offset: int, shown: str) -> Evidence | None:
+    """What the calibrated confidence of showing `shown` (this completion's suggestion at `offset` of `text`) is
+    computed from; None when the engine reports no token probabilities (it cannot tell, so it is not gated)."""
     if not completion.token_logprobs:
         return None
     return Evidence(
         tuple(completion.token_logprobs), tuple(completion.token_ends), completion.stop_logprob,
         completion.stop_reason, completion.text, copied=completion.chosen == "candidate",
+        document=document_features(text, offset, shown),
     )  # fmt: skip
 
 

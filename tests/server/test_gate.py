@@ -151,3 +151,22 @@ def test_held_back_and_copied_suggestions_are_counted() -> None:
         asyncio.run(inline.suggest(snapshot, len(doc), Options(min_confidence=minimum), explicit=False))
     assert stats.held_back == 1 and stats.copied == 1
     assert {"held_back": 1, "copied": 1}.items() <= stats.snapshot().items()
+
+
+def test_document_features_say_whether_the_names_and_the_line_are_the_documents_own() -> None:
+    from waferline.server.features.confidence import document_features
+
+    doc = (
+        "class A:\n    def __init__(self, radius):\n        self.radius = radius\n\n"
+        "    def area(self):\n        return self.rad\n"
+    )
+    cursor = doc.index("self.rad\n") + len("self.rad")
+    known = document_features(doc, cursor, "ius ** 2")  # the word typed before the cursor counts: "radius"
+    assert known["known_names"] == 1.0 and known["in_document"] == 0.0
+    assert known["log_chars"] == pytest.approx(math.log1p(8))
+    assert document_features(doc, cursor, "ix * qq")["known_names"] == 0.0  # "radix", "qq": neither is there
+    assert document_features(doc, cursor, "ius * 2 + volume")["known_names"] == pytest.approx(0.5)
+    copied = "x = foo(a, b)\ny = 1\nx = foo(\n"
+    assert document_features(copied, len(copied) - 1, "a, b)")["in_document"] == 1.0  # the line is there already
+    assert document_features(copied, len(copied) - 1, "b, a)")["in_document"] == 0.0
+    assert document_features("", 0, "")["known_names"] == 1.0  # nothing named: nothing unknown
