@@ -212,9 +212,11 @@ CODE_PROMPTS = (
 
 
 def test_int8_tracks_float32_on_the_trained_model() -> None:
-    """On the shipped model, int8's logits stay within 2% of their range along float32's greedy continuation of code
-    prompts (1.1% measured), and free-running, int8 writes float32's 32 tokens exactly for most prompts (5 of 6 at
-    step 1212: the third parts after 27 tokens, at a step float32 decides by 0.02 logits of ~15)."""
+    """On the shipped model, int8's logits stay close to float32's along float32's greedy continuation of code
+    prompts: within 3% of their range at every position and 1.5% on average (the second-stage model: 2.0% at worst,
+    on the C prompt, 1.0% on average; the first model: 1.1% at worst), and free-running, int8 writes float32's 32
+    tokens exactly for most prompts (4 of 6 for the second-stage model; 5 of 6 for the first). A wrong kernel is off
+    by the whole range."""
     from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
     from waferline.engine.weights import stream_tensors, weight_shards
 
@@ -232,6 +234,7 @@ def test_int8_tracks_float32_on_the_trained_model() -> None:
         with torch.inference_mode():  # the logits that chose each new token, both models fed float32's sequence
             lf = reference.forward(seq, reference.open_cache(), 0, last_only=False)[len(prompt) - 1 : -1]
             lq = int8.forward(seq, int8.open_cache(), 0, last_only=False).float()[len(prompt) - 1 : -1]
-        assert ((lq - lf).abs().amax(-1) < 0.02 * (lf.amax(-1) - lf.amin(-1))).all(), text
+        ratio = (lq - lf).abs().amax(-1) / (lf.amax(-1) - lf.amin(-1))
+        assert ratio.max() < 0.03 and ratio.mean() < 0.015, (text, ratio.max(), ratio.mean())
         identical += _greedy(int8, prompt, 32) == ref
     assert identical >= 4, f"int8 wrote float32's tokens for only {identical} of {len(CODE_PROMPTS)} prompts"
