@@ -55,40 +55,34 @@ def find_llama_server(folder: str | None) -> Path:
     raise ValueError(f"no llama-server {where}: build it with `make llama-cpp`, or pass --llama-cpp-bin DIR")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
-def llama_server(binary: Path, model: Path, threads: int, context: int, log: Path) -> Iterator[str]:
-    """A llama-server for `model` on a free port of 127.0.0.1 with `threads` threads; yields its URL once healthy."""
+def healthy_server(
+    cmd: list[str], url: str, log: Path, *, timeout_s: float, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `cmd` (a llama-server listening at `url`) with its output in `log`; yield the process once `url`/health
+    answers 200, and stop it afterwards. Raises RuntimeError, with the log's end, if it exits or stays unhealthy."""
     import httpx
 
-    port = _free_port()
-    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
-           "-tb", str(threads), "-c", str(context), "-np", "1", "--no-webui", "--no-repack"]  # fmt: skip
-    from waferline.cli import main
-
-    env = dict(os.environ)
-    if main.OMP_WAIT_POLICY_SET:  # llama.cpp's OpenMP threads run as they would for the user: as llama.cpp sets them
-        env.pop("OMP_WAIT_POLICY", None)
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + timeout_s
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited {proc.returncode}: {log.read_text(errors='replace')[-1500:]}")
+                raise RuntimeError(f"llama-server exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(url + "/health", timeout=2).status_code == 200:
                     break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"llama-server did not become healthy in 120 s (log: {log})")
+                raise RuntimeError(f"llama-server did not become healthy in {timeout_s:.0f} s (log: {log})")
             time.sleep(0.2)
-        yield url
+        yield proc
     finally:
         proc.terminate()
         try:
@@ -96,6 +90,22 @@ def llama_server(binary: Path, model: Path, threads: int, context: int, log: Pat
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def llama_server(binary: Path, model: Path, threads: int, context: int, log: Path) -> Iterator[str]:
+    """A llama-server for `model` on a free port of 127.0.0.1 with `threads` threads; yields its URL once healthy."""
+    port = free_port()
+    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
+           "-tb", str(threads), "-c", str(context), "-np", "1", "--no-webui", "--no-repack"]  # fmt: skip
+    from waferline.cli import main
+
+    env = dict(os.environ)
+    if main.OMP_WAIT_POLICY_SET:  # llama.cpp's OpenMP threads run as they would for the user: as llama.cpp sets them
+        env.pop("OMP_WAIT_POLICY", None)
+    url = f"http://127.0.0.1:{port}"
+    with healthy_server(cmd, url, log, timeout_s=120, env=env):
+        yield url
 
 
 def llama_decode(url: str, prompt: list[int], new_tokens: int) -> dict[str, float]:

@@ -6,9 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from waferline.benchmarks.llama_cpp import free_port as _free_port  # tests/e2e use it too
+from waferline.benchmarks.llama_cpp import healthy_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,12 +41,6 @@ def shipped_model_gguf(folder: Path) -> Path:
     return export_gguf(DEFAULT_MODEL_DIR, folder / "waferline-mini-f32.gguf", "f32")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def llama_server(model: Path, *extra: str, timeout_s: float = 60.0, port: int | None = None) -> Iterator[str]:
     """A llama-server for `model` on 127.0.0.1 (on `port`, or a free one); yields its base URL once /health answers
@@ -56,34 +50,10 @@ def llama_server(model: Path, *extra: str, timeout_s: float = 60.0, port: int | 
            "-t", "1", "-c", "1024", "--no-webui", "--no-repack", *extra]  # fmt: skip
     # --no-repack: llama.cpp's repacking of Q8_0/Q4_0 weights for AMX crashes the server (SIGSEGV while loading) on
     # these machines' CPUs, which report AMX; the tests compare numbers, not speed.
-    log = open(model.with_suffix(".server.log"), "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    _PIDS[url] = proc.pid
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                tail = model.with_suffix(".server.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"llama-server exited {proc.returncode}: {tail}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"llama-server did not become healthy in {timeout_s:.0f} s")
-            time.sleep(0.2)
+    with healthy_server(cmd, url, model.with_suffix(".server.log"), timeout_s=timeout_s) as proc:
+        _PIDS[url] = proc.pid
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 _PIDS: dict[str, int] = {}
