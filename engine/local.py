@@ -266,7 +266,7 @@ class LocalEngine:
             return None
         tk = self.loaded.tokenizer
         ids = tk.encode(caller) if caller else []
-        return Drafter(prompt, self.draft_policy, caller=ids, also=tk.encode(also) if also and not ids else [])
+        return Drafter(prompt, self.draft_policy, caller=ids, also=tk.encode(also) if also else [])
 
     def drop_session(self, session_id: str) -> None:
         with self._lock:
