@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from idle_worker import IdleWorker  # tests/support (on sys.path: tests/conftest.py)
 
 from waferline.engine.api import Completion
 from waferline.server.background import Background
@@ -35,22 +36,13 @@ SURE, UNSURE = math.log(0.95), math.log(0.2)
 
 
 @dataclass
-class StubWorker:
+class StubWorker(IdleWorker):
     text: str
     logprob: float
 
     async def complete(self, request: object, **kw: object) -> Completion:
         n = max(len(self.text) // 3, 1)
         return Completion(self.text, "stop_token", token_logprobs=[self.logprob] * n, stop_logprob=self.logprob)
-
-    async def precompute(self, request: object, **kw: object) -> None:
-        return None
-
-    def context_chars(self, max_new_tokens: int) -> int | None:
-        return None
-
-    def busy(self) -> bool:
-        return False
 
 
 def shown(document: str, cursor_marker: str | None, output: str, logprob: float, *, explicit: bool = False,

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 import pytest
+from idle_worker import IdleWorker  # tests/support (on sys.path: tests/conftest.py)
 
 from waferline.engine.api import Completion
 from waferline.server.background import Background
@@ -30,7 +31,7 @@ def mean_only_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @dataclass
-class Scripted:
+class Scripted(IdleWorker):
     """A worker answering with one text whose tokens (pieces) carry the given log-probabilities; counts its calls."""
 
     pieces: list[tuple[str, float]]
@@ -46,15 +47,6 @@ class Scripted:
         return Completion(
             text, self.stop_reason, token_logprobs=[lp for _, lp in self.pieces], stop_logprob=SURE, token_ends=ends
         )
-
-    async def precompute(self, request: object, **kw: object) -> None:
-        return None
-
-    def context_chars(self, max_new_tokens: int) -> int | None:
-        return None
-
-    def busy(self) -> bool:
-        return False
 
 
 def type_through(worker: Scripted, typed: str, *, explicit: bool = False, **options: float) -> list[str | None]:
