@@ -21,7 +21,7 @@ from torch import Tensor
 
 from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session
-from waferline.engine.speculate import Drafter, Verifier, sample_draft
+from waferline.engine.speculate import Drafter, Verifier, sample_draft, scored
 
 STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
 DEFAULT_CHUNK = 512  # prefill tokens per forward pass: bounds activation memory, lets cancellation in between
@@ -215,6 +215,7 @@ def generate(
         text = _TextTracker(tokenizer, prompt, stop_strings, skip=healing.text if healing is not None else "")
         if healing is not None:
             logits = healing.mask(logits)
+        row = scored(session.model, logits.unsqueeze(0).contiguous())[0]
         tokens: list[int] = []
         steps = 0
         stop_token = None
@@ -223,14 +224,16 @@ def generate(
         ends: list[int] = []
         stop_logprob = None
         spec = Verifier(session, drafter)
-        while len(tokens) < max_new_tokens:  # here `logits` predict the next token
+        while len(tokens) < max_new_tokens:  # here `row` predicts the next token
             draft = spec.next_draft()
-            if draft is None:
-                token = sample(logits, temperature=temperature, top_p=top_p, generator=generator)
+            if temperature <= 0:  # greedy: the argmax, drafted or not (`sample`, `sample_draft`)
+                token = row.top
+            elif draft is None:
+                token = sample(row.logits, temperature=temperature, top_p=top_p, generator=generator)
             else:
-                token = sample_draft(logits, draft, temperature=temperature, top_p=top_p, generator=generator)
+                token = sample_draft(row.logits, draft, temperature=temperature, top_p=top_p, generator=generator)
             hit = spec.resolve(token)
-            logprob = float(logits[token].float() - torch.logsumexp(logits.float(), dim=-1))
+            logprob = row.logprob(token)
             if token in stops:
                 reason, stop_token, stop_logprob = "stop_token", token, logprob
                 break
@@ -258,10 +261,10 @@ def generate(
                 reason = "context_full"
                 break
             if hit:  # the drafted token was fed with the step before: its logits are already there
-                logits = spec.take()
+                row = spec.take()
                 continue
             room = min(max_new_tokens - len(tokens), session.max_tokens - session.length) - 1
-            logits = spec.step(token, room)
+            row = spec.step(token, room)
             steps += 1
         spec.finish()
         if reason != "stop_string":

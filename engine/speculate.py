@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -41,6 +43,8 @@ PROBE_EVERY = 8  # where drafting does not pay, still draft (2 tokens) every thi
 PRIOR_ACCEPT = {"caller": 0.8, "lookup": 0.5}  # per-token acceptance assumed before a source has been seen
 MIN_GAIN = 1.05  # draft only where the expected tokens per unit of step time beat plain steps by this much
 PRIOR_SLOPE = 0.25  # extra cost of each further token in a step, in one-token steps, before any is measured
+REFRESH_EVERY = 8  # steps between refreshes of the step costs a draft length is chosen by
+STEP_WINDOW = 8  # observed times kept per step length (the least of them counts)
 
 
 @dataclass
@@ -62,27 +66,43 @@ class DraftPolicy:
 
     max_draft: int = MAX_DRAFT
     stats: dict[str, SourceStats] = field(default_factory=lambda: {s: SourceStats(PRIOR_ACCEPT[s]) for s in SOURCES})
-    step_s: dict[int, float] = field(default_factory=dict)  # tokens in a step -> seconds (moving average)
+    # tokens in a step -> seconds: the least of its last STEP_WINDOW observed times (a shared machine only ever adds
+    # time: waiting for a core, a cache another process emptied)
+    step_s: dict[int, float] = field(default_factory=dict)
+    _recent: dict[int, deque[float]] = field(default_factory=dict)
     _skipped: int = 0
+    _table: list[float] | None = None  # cost(t) for t = 0 .. max_draft + 1, as of the last refresh
+    _observed: int = 0
 
     def observe_step(self, tokens: int, seconds: float) -> None:
-        old = self.step_s.get(tokens)
-        self.step_s[tokens] = seconds if old is None else 0.8 * old + 0.2 * seconds
+        recent = self._recent.get(tokens)
+        new = recent is None
+        if recent is None:
+            recent = self._recent[tokens] = deque(maxlen=STEP_WINDOW)
+        recent.append(seconds)
+        self.step_s[tokens] = min(recent)
+        self._observed += 1
+        # the costs `length` reads are refreshed for a step length not seen before, else every REFRESH_EVERY steps
+        # (the times change slowly; refreshing them each step cost more than the step saved by drafting)
+        if new or self._observed % REFRESH_EVERY == 0:
+            self._table = None
 
     def cost(self, tokens: int) -> float:
-        """A step of `tokens` tokens in one-token steps: measured where it was, else interpolated or the prior."""
+        """A step of `tokens` tokens in one-token steps: 1 + s (tokens - 1), s the median over the measured lengths
+        of each one's extra cost per token (weighted by how many times it was measured), else the prior. One slope
+        for all lengths, robust to one of them measured on a bad moment and then never drafted again (which a
+        per-length table kept for good). Measured here, a k-token step does cost about that: flat while it is
+        bound by reading the weights, then each token's arithmetic; the slope of the first tokens is a little
+        lower, so the line errs towards drafting less."""
         one = self.step_s.get(1)
-        if tokens <= 1 or one is None:
+        if tokens <= 1:
+            return 1.0
+        slopes = sorted(
+            ((seconds / one - 1.0) / (t - 1), len(self._recent[t])) for t, seconds in self.step_s.items() if t > 1
+        ) if one else []  # fmt: skip
+        if not slopes:
             return 1.0 + PRIOR_SLOPE * (tokens - 1)
-        known = sorted(t for t in self.step_s if t > 1)
-        below = max((t for t in known if t <= tokens), default=1)
-        above = min((t for t in known if t >= tokens), default=None)
-        lo = self.step_s[below] / one
-        if above is None:  # extrapolate with the slope seen so far
-            slope = (lo - 1.0) / (below - 1) if below > 1 else PRIOR_SLOPE
-            return lo + max(slope, 0.0) * (tokens - below)
-        hi = self.step_s[above] / one
-        return lo if above == below else lo + (hi - lo) * (tokens - below) / (above - below)
+        return 1.0 + max(_weighted_median(slopes), 0.0) * (tokens - 1)
 
     def length(self, source: str, available: int) -> int:
         """Tokens of `available` to draft from `source` now (0: step one token)."""
@@ -90,11 +110,15 @@ class DraftPolicy:
         if limit <= 0:
             return 0
         a = min(self.stats[source].acceptance, 0.999)
+        if self._table is None:
+            self._table = [self.cost(t) for t in range(self.max_draft + 2)]
+        costs = self._table
         best_k, best = 0, 1.0  # no draft: one token per one-token step
-        expected = 1.0  # tokens a step yields with k drafted: 1 + a + ... + a^k
+        expected, term = 1.0, 1.0  # tokens a step yields with k drafted: 1 + a + ... + a^k
         for k in range(1, limit + 1):
-            expected += a**k
-            rate = expected / self.cost(k + 1)
+            term *= a
+            expected += term
+            rate = expected / costs[k + 1]
             if rate > best:
                 best_k, best = k, rate
         if best < MIN_GAIN:
@@ -109,6 +133,16 @@ class DraftPolicy:
         s.proposed += proposed
         s.accepted += accepted
         s.rejections += int(rejected)
+
+
+def _weighted_median(pairs: list[tuple[float, int]]) -> float:
+    """The value at half the total weight of (value, weight) pairs sorted by value."""
+    half, seen = sum(w for _, w in pairs) / 2, 0
+    for value, weight in pairs:
+        seen += weight
+        if seen >= half:
+            return value
+    return pairs[-1][0]
 
 
 class Drafter:
@@ -179,6 +213,25 @@ def _rfind_aligned(buf: bytes | bytearray, pattern: bytes, end: int) -> int | No
         end = at + len(pattern) - 1
 
 
+class Scored(NamedTuple):
+    """A row of logits with what greedy decoding and the per-token log-probability read from it."""
+
+    logits: Tensor  # (vocab,)
+    top: int  # the first index of the largest logit (argmax)
+    top_logit: float
+    lse: float  # logsumexp of the row
+
+    def logprob(self, token: int) -> float:
+        return (self.top_logit if token == self.top else float(self.logits[token])) - self.lse
+
+
+def scored(model: Any, rows: Tensor) -> list[Scored]:
+    """rows (n, vocab) of `model` (engine.model.Transformer), each with its argmax and logsumexp (`row_stats`: one
+    C call on the fused CPU step, where torch takes two calls of ~10 µs per row)."""
+    tops, maxes, lses = model.row_stats(rows)
+    return [Scored(rows[i], tops[i], maxes[i], lses[i]) for i in range(len(tops))]
+
+
 def sample_draft(
     logits: Tensor,
     draft: int,
@@ -222,7 +275,7 @@ class Verifier:
     def __init__(self, session: Session, drafter: Drafter | None) -> None:
         self.session = session
         self.drafter = drafter
-        self.pending: list[tuple[int, Tensor]] = []  # (drafted id, logits row predicting what follows it)
+        self.pending: list[tuple[int, Scored]] = []  # (drafted id, logits row predicting what follows it)
         self.source = ""
         self.proposed = self.kept = 0  # of the current draft
         self.drafted = self.accepted = 0
@@ -247,26 +300,27 @@ class Verifier:
         self._end(rejected=True)
         return False
 
-    def take(self) -> Tensor:
+    def take(self) -> Scored:
         row = self.pending.pop(0)[1]
         self.kept += 1  # counted when its row is used: then decode_steps + accepted = plain decoding's steps
         if not self.pending:
             self._end(rejected=False)
         return row
 
-    def step(self, token: int, room: int) -> Tensor:
+    def step(self, token: int, room: int) -> Scored:
         """Feed `token` (and a draft of at most `room` tokens after it); logits predicting what follows `token`."""
         source, draft = ("", []) if self.drafter is None else self.drafter.propose(room)
         t0 = time.perf_counter()
         if not draft:
-            logits = self.session.forward([token])[-1]
+            rows = self.session.forward([token])
             self._observe(1, t0)
-            return logits
+            return scored(self.session.model, rows)[0]
         rows = self.session.verify([token, *draft])
         self._observe(1 + len(draft), t0)
-        self.pending = list(zip(draft, rows[1:], strict=True))
+        out = scored(self.session.model, rows)
+        self.pending = list(zip(draft, out[1:], strict=True))
         self.source, self.proposed, self.kept = source, len(draft), 0
-        return rows[0]
+        return out[0]
 
     def finish(self) -> None:
         """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""

@@ -106,15 +106,23 @@ class Placement:
 # advances the cache (kv_advance), as after the per-op calls. A step may also offer `many(tokens, kv, position) ->
 # logits (T, vocab)` for T <= its `max_tokens` (the k tokens of a speculative draft, every weight read once, each row
 # equal to a one-token step's); the engine looks for it with `step_many` and otherwise makes the per-op calls, which
-# every backend has (`attend` takes T tokens), so a backend need not offer it.
+# every backend has (`attend` takes T tokens), so a backend need not offer it. It may also offer `row_stats(rows) ->
+# (argmax, largest value, logsumexp)`, lists with one entry per row of float32 logits (n, vocab), which generation
+# reads for each token (`step_row_stats`; without it the engine asks torch).
 FusedStep = Callable[[int, "KVRef", int], Tensor]
 StepMany = Callable[[Sequence[int], "KVRef", int], Tensor]
+RowStats = Callable[[Tensor], tuple[list[int], list[float], list[float]]]
 
 
 def step_many(step: FusedStep | None, n: int) -> StepMany | None:
     """The fused step's `many` when it takes `n` tokens in one call, else None (use the per-op calls)."""
     many = getattr(step, "many", None)
     return many if many is not None and n <= int(getattr(step, "max_tokens", 1)) else None
+
+
+def step_row_stats(step: FusedStep | None) -> RowStats | None:
+    """The fused step's `row_stats`, or None (ask torch)."""
+    return getattr(step, "row_stats", None)
 
 
 def declared_exact_rows(device: object) -> bool | None:

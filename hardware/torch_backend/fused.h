@@ -1,14 +1,31 @@
-/* What the fused step's three C files share (compiled together into one library by fused.py).
+/* What the fused step's C files share (compiled together into one library by fused.py).
  *
- * fused_pool.c   the worker threads that split a step's products between cores, and the read probe
- * fused_linear.c the matrix products (int8 with 8-bit activations, float32) and the vectorised exp
- * fused_step.c   the step itself: embedding, norms, rotary, attention, the order of the layers
+ * fused_pool.c      the worker threads that split a step's products between cores, and the read probe
+ * fused_linear.c    the matrix products (int8 rows with 8-bit activations, float32) and the quantisation
+ * fused_packed.c    the int8 product on packed weights (small models: no reduction across lanes)
+ * fused_attention.c one KV head's attention for the queries of n tokens
+ * fused_math.c      the vectorised exp (softmax, SiLU), and each logits row's argmax and logsumexp
+ * fused_step.c      the step itself: embedding, norms, rotary, the KV cache, the order of the layers
  */
 #ifndef WAFERLINE_FUSED_H
 #define WAFERLINE_FUSED_H
 #include <stdint.h>
+#include <string.h>
 
-enum { W_F32 = 0, W_INT8 = 1 };
+enum { KV_F32 = 0, KV_BF16 = 1 }; /* the KV cache's (and the embedding's) element formats */
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Weight formats: float32 (in, out); int8 rows (out, in); int8 packed for the VNNI product that needs no reduction
+ * (fused_packed.c says how), which fused.py makes for models small enough to hold a second copy. */
+enum { W_F32 = 0, W_INT8 = 1, W_INT8_PACKED = 2 };
+enum { WL_MAX_VECTORS = 16 }; /* vectors one wl_linear call takes (the step's tokens at once) */
+enum { WL_CHUNK_BYTES = 32768 }; /* weight bytes per chunk of a product handed to a thread (whole blocks of rows) */
 
 /* -- fused_pool.c ---------------------------------------------------------------------------------------------------
  * wl_parallel runs fn(ctx, begin, end) over [0, n_items) cut into chunks of `grain` items, on up to `threads` threads
@@ -22,7 +39,8 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
 enum { WL_MAX_THREADS = 64 };
 
 /* -- fused_linear.c ------------------------------------------------------------------------------------------------ */
-/* A linear weight as placed: int8 rows (out, in) with per-row float scales and int32 row sums, or float32 (in, out). */
+/* A linear weight as placed: int8 rows (out, in) with per-row float scales and int32 row sums, the same int8 weights
+ * packed (rowsum unused), or float32 (in, out). */
 typedef struct {
     const void *w;
     const float *scale;
@@ -32,10 +50,26 @@ typedef struct {
 } wl_matrix;
 
 /* y[t] = W x[t] (+ b) for n vectors (x rows `xs` floats apart, y rows `ys` apart), every weight read once for all n
- * and each output row by one thread. xq: n * n_in bytes and sx: n floats of scratch (int8). */
+ * and each output row by one thread; n <= WL_MAX_VECTORS. xq: WL_MAX_VECTORS * n_in bytes (n_in rounded up to a
+ * multiple of 4) and sx: n floats, of scratch (int8). */
 void wl_linear(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
                float *sx, int64_t threads);
+float wl_abs_max(const float *x, int64_t n); /* max |x[i]| */
+/* q[i] = round(x[i] * inv) + offset as bytes; returns the sum of the rounded values */
+int32_t wl_quantize_bytes(uint8_t *q, const float *x, int64_t n, float inv, int32_t offset);
+
+/* -- fused_packed.c ------------------------------------------------------------------------------------------------ */
+void wl_linear_packed(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
+                      float *sx, int64_t threads); /* wl_linear for W_INT8_PACKED */
+
+/* -- fused_attention.c --------------------------------------------------------------------------------------------- */
+void wl_attend_group(float *out, int64_t os, const float *q, int64_t qs, int64_t n, const void *kv, int64_t fmt,
+                     int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *scores, float *row);
+
+/* -- fused_math.c -------------------------------------------------------------------------------------------------- */
 float wl_exp_shifted(float *v, int64_t n, float sub); /* v[i] = e^(v[i] - sub); returns their sum */
 void wl_silu_mul(float *h, int64_t n);                /* h[i] = silu(h[i]) * h[n + i] */
+/* per row: argmax, its value, logsumexp */
+void waferline_row_stats(const float *rows, int64_t n, int64_t vocab, int64_t *top, float *top_value, float *lse);
 
 #endif

@@ -1,5 +1,5 @@
-"""The torch backend's fused decode step: fused_step.c (with fused_linear.c and fused_pool.c) compiled once per
-machine, loaded with ctypes.
+"""The torch backend's fused decode step: fused_step.c and the other fused_*.c files (fused.h lists them) compiled
+once per machine, loaded with ctypes.
 
 Decoding a small model one token at a time is dispatch-bound in eager PyTorch (~150 calls of 3-40 µs for a
 4-layer model, against ~0.1 ms of arithmetic), and a large one is bound by streaming its weights, which torch's
@@ -37,7 +37,17 @@ from waferline.hardware.torch_backend.kernels import Int8Linear
 
 log = logging.getLogger("waferline.hardware")
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("fused_step.c", "fused_linear.c", "fused_pool.c"))
+SOURCES = tuple(
+    Path(__file__).with_name(name)
+    for name in (
+        "fused_step.c",
+        "fused_attention.c",
+        "fused_linear.c",
+        "fused_packed.c",
+        "fused_math.c",
+        "fused_pool.c",
+    )
+)
 HEADER = Path(__file__).with_name("fused.h")
 # -ffp-contract=off: no compiler-made fused multiply-adds, so that the vector and scalar forms of each sum round alike
 CFLAGS = (
@@ -51,7 +61,10 @@ LAYER_PTRS = (
     "attn_norm", "qkv_w", "qkv_s", "qkv_r", "qkv_b", "o_w", "o_s", "o_r", "mlp_norm", "gu_w", "gu_s", "gu_r", "down_w",
     "down_s", "down_r",
 )  # fmt: skip
-W_F32, W_INT8 = 0, 1
+W_F32, W_INT8, W_INT8_PACKED = 0, 1, 2
+# int8 weights up to this many bytes are also kept packed for the product that needs no reduction (fused_packed.c),
+# which makes a k-token step's arithmetic ~2x faster; a larger model keeps only the rows (no second copy of them)
+PACK_LIMIT_BYTES = 64 << 20
 KV_F32, KV_BF16 = 0, 1
 
 _library: ctypes.CDLL | None = None
@@ -129,6 +142,8 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_read.restype = ctypes.c_uint64
     lib.waferline_read.argtypes = [vp, vp, i64, i64]  # pointers, byte counts, how many, threads
     lib.waferline_pool_stats.argtypes = [vp]
+    lib.waferline_row_stats.restype = None
+    lib.waferline_row_stats.argtypes = [vp, i64, i64, vp, vp, vp]  # rows, n, vocab; out: argmax, max, logsumexp
     lib.waferline_step_max_tokens.restype = ctypes.c_int64
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
@@ -176,6 +191,21 @@ class FusedStep:
             raise ValueError(f"fused step refused token {token} at position {pos} (vocab {self.vocab}, cache {max_t})")
         return logits
 
+    def row_stats(self, rows: Tensor) -> tuple[list[int], list[float], list[float]]:
+        """Per row of `rows` (n, vocab) float32: the index of its first largest value (torch's argmax), that value,
+        and the row's logsumexp, in one C call. Rows whose largest value is not finite (NaN, all -inf) get torch's
+        answers."""
+        n = rows.shape[0]
+        assert rows.dim() == 2 and rows.dtype == torch.float32 and rows.is_contiguous(), "float32 (n, vocab) rows"
+        top, mx, lse = (ctypes.c_int64 * n)(), (ctypes.c_float * n)(), (ctypes.c_float * n)()
+        self.lib.waferline_row_stats(rows.data_ptr(), n, rows.shape[1], top, mx, lse)
+        tops, maxes, lses = list(top), list(mx), list(lse)
+        for i, t in enumerate(tops):
+            if t < 0:
+                tops[i] = int(rows[i].argmax())
+                maxes[i], lses[i] = float(rows[i, tops[i]]), float(torch.logsumexp(rows[i], dim=-1))
+        return tops, maxes, lses
+
     def many(self, tokens: Sequence[int], kv: KVRef, pos: int) -> Tensor:
         data = self._cache(kv)
         ids = torch.tensor(list(tokens), dtype=torch.int64)
@@ -213,12 +243,19 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
         keep.append(t)
         return t.data_ptr()
 
+    matrices = [plan.lm_head, *(m for layer in plan.layers for m in (layer.qkv, layer.o, layer.gate_up, layer.down))]
+    packed = weights == "int8" and sum(_int8_bytes(m) for m in matrices) <= PACK_LIMIT_BYTES
+
     def matrix(ref: WeightRef) -> list[int]:
-        """weights, per-row scales and per-row sums (the last two only for int8)."""
+        """weights, per-row scales and per-row sums (the last two only for int8; no sums when packed)."""
         w = ref.payload
         if isinstance(w, Int8Linear):
             assert weights == "int8"
             scale = w.scale.float().contiguous()
+            if packed:
+                q = pack_int8(w.q)
+                keep.extend((q, scale))
+                return [q.data_ptr(), scale.data_ptr(), 0]
             rowsum = w.q.sum(dim=1, dtype=torch.int32).contiguous()
             keep.extend((w.q, scale, rowsum))
             return [w.q.data_ptr(), scale.data_ptr(), rowsum.data_ptr()]
@@ -242,7 +279,8 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     dims = torch.tensor(
         [
             plan.dim, plan.n_layers, plan.n_heads, plan.n_kv_heads, plan.head_dim, plan.intermediate_size, plan.vocab,
-            plan.max_seq_len, W_INT8 if weights == "int8" else W_F32, KV_BF16 if dtype == torch.bfloat16 else KV_F32,
+            plan.max_seq_len, (W_INT8_PACKED if packed else W_INT8) if weights == "int8" else W_F32,
+            KV_BF16 if dtype == torch.bfloat16 else KV_F32,
             KV_BF16 if embed.dtype == torch.bfloat16 else KV_F32,
         ],
         dtype=torch.int64,
@@ -261,6 +299,22 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
         lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab,
         max_tokens=int(lib.waferline_step_max_tokens()),
     )  # fmt: skip
+
+
+def _int8_bytes(ref: WeightRef) -> int:
+    w = ref.payload
+    return w.q.numel() if isinstance(w, Int8Linear) else 0
+
+
+def pack_int8(q: Tensor) -> Tensor:
+    """int8 rows (out, in) in fused_packed.c's packed layout: blocks of 16 rows (the last padded with zero rows), each
+    as groups of 4 inputs (the last padded with zeros), a group being 16 rows x 4 bytes; stored as w + 128."""
+    n_out, n_in = q.shape
+    rows, cols = -(-n_out // 16) * 16, -(-n_in // 4) * 4
+    padded = torch.zeros(rows, cols, dtype=torch.int16)
+    padded[:n_out, :n_in] = q.to(torch.int16)
+    blocks = padded.view(rows // 16, 16, cols // 4, 4).permute(0, 2, 1, 3)  # (block, group, row, byte)
+    return (blocks + 128).to(torch.uint8).contiguous().view(-1)
 
 
 def read_seconds(tensors: Sequence[Tensor], *, threads: int, repeats: int = 5) -> float | None:

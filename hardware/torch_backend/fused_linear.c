@@ -8,6 +8,8 @@
  * streams from memory in address order, which the hardware prefetchers follow; reading the 16 rows side by side ran
  * at half the speed), and one transpose-and-add tree turns their 16 partial sums into 16 outputs.
  *
+ * Packed int8 weights (W_INT8_PACKED) have their own product: fused_packed.c.
+ *
  * float32 weights are stored transposed (in, out), as the torch backend keeps them; each thread takes a range of
  * outputs and walks the weight rows across it.
  *
@@ -26,92 +28,43 @@
 #define WAFERLINE_VNNI 1
 #endif
 
-enum { CHUNK_BYTES = 32768 }; /* weight bytes per chunk of work handed to a thread (rounded to whole blocks) */
 
-/* e^x to about 2 ulp (Cephes' expf polynomial): libm's expf is a scalar call, and softmax and SiLU take one for every
- * score and every hidden unit. The AVX-512 form below does the same operations (fused multiply-adds, floor, scaling
- * by 2^n) lane by lane, so both give the same floats. */
-#define EXP_LO (-87.3f)
-#define EXP_HI 88.3f
-
-static inline float exp_approx(float x) {
-    x = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
-    const float n = floorf(fmaf(x, 1.44269504089f, 0.5f));
-    const float r = fmaf(-n, -2.12194440e-4f, fmaf(-n, 0.693359375f, x));
-    float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
-    p = fmaf(p, r * r, r) + 1.0f;
-    return ldexpf(p, (int)n);
-}
-
-#ifdef __AVX512F__
-static inline __m512 exp_approx16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
-    const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504089f), _mm512_set1_ps(0.5f)),
-                                          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f),
-                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-#endif
-
-float wl_exp_shifted(float *restrict v, int64_t n, float sub) {
-    int64_t i = 0;
-    float sum = 0.0f;
-#ifdef __AVX512F__
-    __m512 acc = _mm512_setzero_ps();
-    for (; i + 16 <= n; i += 16) {
-        const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_loadu_ps(v + i), _mm512_set1_ps(sub)));
-        _mm512_storeu_ps(v + i, e);
-        acc = _mm512_add_ps(acc, e);
-    }
-    sum = _mm512_reduce_add_ps(acc);
-#endif
-    for (; i < n; i++) {
-        v[i] = exp_approx(v[i] - sub);
-        sum += v[i];
-    }
-    return sum;
-}
-
-void wl_silu_mul(float *restrict h, int64_t n) {
-    int64_t i = 0;
-#ifdef __AVX512F__
-    for (; i + 16 <= n; i += 16) {
-        const __m512 g = _mm512_loadu_ps(h + i);
-        const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_setzero_ps(), g));
-        const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-        _mm512_storeu_ps(h + i, _mm512_mul_ps(silu, _mm512_loadu_ps(h + n + i)));
-    }
-#endif
-    for (; i < n; i++) {
-        const float g = h[i];
-        h[i] = g / (1.0f + exp_approx(-g)) * h[n + i];
-    }
-}
-
-/* x (n floats) -> xq = round(x / s) + 128 as bytes, s = max|x| / 127; returns s (0 for an all-zero x). */
-static float quantize_u8(uint8_t *restrict xq, const float *restrict x, int64_t n) {
+float wl_abs_max(const float *restrict x, int64_t n) {
     float amax = 0.0f;
 #pragma omp simd reduction(max : amax)
     for (int64_t i = 0; i < n; i++) {
         const float a = fabsf(x[i]);
         amax = a > amax ? a : amax;
     }
-    const float s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) xq[i] = (uint8_t)(lrintf(x[i] * inv) + 128);
+    return amax;
+}
+
+/* q[i] = round(x[i] * inv) + offset as bytes (|round(x[i] * inv)| <= 127); returns the sum of the rounded values.
+ * Rounding to nearest even, as lrintf in the default mode and the vector conversion both do. */
+int32_t wl_quantize_bytes(uint8_t *restrict q, const float *restrict x, int64_t n, float inv, int32_t offset) {
+    int64_t i = 0;
+    int32_t total = 0;
+#ifdef __AVX512F__
+    __m512i acc = _mm512_setzero_si512();
+    for (; i + 16 <= n; i += 16) {
+        const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(inv)));
+        acc = _mm512_add_epi32(acc, r);
+        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtepi32_epi8(_mm512_add_epi32(r, _mm512_set1_epi32(offset))));
+    }
+    total = _mm512_reduce_add_epi32(acc);
+#endif
+    for (; i < n; i++) {
+        const int32_t r = (int32_t)lrintf(x[i] * inv);
+        q[i] = (uint8_t)(r + offset);
+        total += r;
+    }
+    return total;
+}
+
+/* x (n floats) -> xq = round(x / s) + 128 as bytes, s = max|x| / 127; returns s (0 for an all-zero x). */
+static float quantize_u8(uint8_t *restrict xq, const float *restrict x, int64_t n) {
+    const float amax = wl_abs_max(x, n), s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    wl_quantize_bytes(xq, x, n, inv, 128);
     return s;
 }
 
@@ -319,10 +272,14 @@ static void f32_cols(const void *ctx_, int64_t begin, int64_t end) {
 
 void wl_linear(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
                float *sx, int64_t threads) {
+    if (m->fmt == W_INT8_PACKED) {
+        wl_linear_packed(y, ys, x, xs, n, m, xq, sx, threads);
+        return;
+    }
     const linear_ctx ctx = {.y = y, .ys = ys, .n = n, .x = x, .xs = xs, .xq = xq, .sx = sx, .m = m};
     if (m->fmt == W_INT8) {
         for (int64_t t = 0; t < n; t++) sx[t] = quantize_u8(xq + t * m->n_in, x + t * xs, m->n_in);
-        const int64_t rows = (CHUNK_BYTES / m->n_in + 15) / 16 * 16; /* whole blocks of 16 rows per chunk */
+        const int64_t rows = (WL_CHUNK_BYTES / m->n_in + 15) / 16 * 16; /* whole blocks of 16 rows per chunk */
         wl_parallel(threads, int8_rows, &ctx, m->n_out, rows);
     } else {
         /* a few chunks per thread, each at least a tile wide (one vector: a wide range reads longer runs of a row) */

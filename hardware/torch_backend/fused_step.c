@@ -7,8 +7,8 @@
  * -fopenmp-simd), the products and attention are split between `threads` threads (fused_pool.c), and nothing is
  * allocated.
  *
- * Numerics: activations, norms, rotary, softmax and accumulations in float32; the products as fused_linear.c says
- * (float32 weights, or int8 weights with 8-bit activations). The KV cache is the torch backend's own tensor,
+ * Numerics: activations, norms, rotary, softmax and accumulations in float32; the products as fused_linear.c and
+ * fused_packed.c say (float32 weights, or int8 weights with 8-bit activations); attention in fused_attention.c. The KV cache is the torch backend's own tensor,
  * (layers, 2, kv_heads, max_tokens, head_dim) in float32 or bfloat16, so that prefill (torch) and decode (here)
  * share it. Compiled and loaded by fused.py; the layout of `dims` and `ptrs` is defined there, next to the code that
  * fills them.
@@ -24,8 +24,7 @@
 
 enum { D_DIM, D_LAYERS, D_HEADS, D_KV_HEADS, D_HEAD_DIM, D_INTER, D_VOCAB, D_MAX_TOKENS, D_WFMT, D_KVFMT, D_EMBFMT,
        D_COUNT };
-enum { KV_F32 = 0, KV_BF16 = 1 };
-enum { STEP_MAX_TOKENS = 16 }; /* tokens one call of waferline_steps takes (speculative verification) */
+enum { STEP_MAX_TOKENS = WL_MAX_VECTORS }; /* tokens one call of waferline_steps takes (speculative verification) */
 
 /* Global pointers, then per layer PER_LAYER pointers (see fused.py: GLOBAL_PTRS and LAYER_PTRS). */
 /* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
@@ -33,27 +32,12 @@ enum { P_EMBED, P_NORM, P_HEAD_W, P_HEAD_S, P_HEAD_R, P_COS, P_SIN, P_SCRATCH, G
 enum { L_ATTN_NORM, L_QKV_W, L_QKV_S, L_QKV_R, L_QKV_B, L_O_W, L_O_S, L_O_R, L_MLP_NORM, L_GU_W, L_GU_S, L_GU_R,
        L_DOWN_W, L_DOWN_S, L_DOWN_R, PER_LAYER };
 
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch does; NaN stays NaN */
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
-}
-
-/* The largest of v[0..n) (n >= 1); exact in any order. */
-static float max_of(const float *restrict v, int64_t n) {
-    float mx = v[0];
-#pragma omp simd reduction(max : mx)
-    for (int64_t i = 0; i < n; i++) mx = v[i] > mx ? v[i] : mx;
-    return mx;
 }
 
 static void rms_norm(float *restrict out, const float *restrict x, const float *restrict w, int64_t n, float eps) {
@@ -75,158 +59,6 @@ static void rotary(float *restrict v, const float *restrict cos_row, const float
 }
 
 /* Row t of a cache head (D values from element offset `at`) as float32 in `out`, or a pointer to it in place. */
-static inline const float *kv_row(const void *kv, int64_t fmt, int64_t at, int64_t D, float *restrict out) {
-    if (fmt != KV_BF16) return (const float *)kv + at;
-    const uint16_t *r = (const uint16_t *)kv + at;
-#pragma omp simd
-    for (int64_t i = 0; i < D; i++) out[i] = bf16_to_f32(r[i]);
-    return out;
-}
-
-#ifdef __AVX512F__
-/* r[k] (16 floats each, k < 16) -> out[e * 16 + k] = r[k][e]: a 16 x 16 transpose in registers (unpack pairs, then
- * 64-bit pairs, then 128-bit lanes twice), which moves the same floats as the scalar copy. */
-static inline void transpose16(const __m512 *r, float *restrict out) {
-    __m512 t[16], s[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) { /* s[4i + m], 128-bit lane l: element 4l + m of keys 4i..4i+3 */
-        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
-        const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
-        s[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-        s[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        s[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-        s[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512 v0 = _mm512_shuffle_f32x4(s[m], s[4 + m], 0x88), v1 = _mm512_shuffle_f32x4(s[m], s[4 + m], 0xdd);
-        const __m512 w0 = _mm512_shuffle_f32x4(s[8 + m], s[12 + m], 0x88);
-        const __m512 w1 = _mm512_shuffle_f32x4(s[8 + m], s[12 + m], 0xdd);
-        _mm512_storeu_ps(out + m * 16, _mm512_shuffle_f32x4(v0, w0, 0x88));
-        _mm512_storeu_ps(out + (4 + m) * 16, _mm512_shuffle_f32x4(v1, w1, 0x88));
-        _mm512_storeu_ps(out + (8 + m) * 16, _mm512_shuffle_f32x4(v0, w0, 0xdd));
-        _mm512_storeu_ps(out + (12 + m) * 16, _mm512_shuffle_f32x4(v1, w1, 0xdd));
-    }
-}
-#endif
-
-/* The nb (<= 16) cached rows at `at`, `at + D`, ... (keys) transposed into row[i * 16 + tt], zeros past nb. */
-static void key_block(float *restrict row, const void *kv, int64_t fmt, int64_t at, int64_t nb, int64_t D) {
-#ifdef __AVX512F__
-    if (D % 16 == 0) {
-        for (int64_t c = 0; c < D; c += 16) {
-            __m512 r[16];
-            for (int64_t tt = 0; tt < 16; tt++) {
-                if (tt >= nb) {
-                    r[tt] = _mm512_setzero_ps();
-                } else if (fmt == KV_BF16) { /* bfloat16 -> float32: the bits shifted up, as bf16_to_f32 */
-                    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)kv + at + tt * D + c));
-                    r[tt] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-                } else {
-                    r[tt] = _mm512_loadu_ps((const float *)kv + at + tt * D + c);
-                }
-            }
-            transpose16(r, row + c * 16);
-        }
-        return;
-    }
-#endif
-    for (int64_t tt = 0; tt < nb; tt++) {
-        if (fmt == KV_BF16) {
-            const uint16_t *r = (const uint16_t *)kv + at + tt * D;
-            for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = bf16_to_f32(r[i]);
-        } else {
-            const float *r = (const float *)kv + at + tt * D;
-            for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = r[i];
-        }
-    }
-    for (int64_t tt = nb; tt < 16; tt++)
-        for (int64_t i = 0; i < D; i++) row[i * 16 + tt] = 0.0f;
-}
-
-/* o[0..D) += sum over p of w[p] * v[p * D ..], p = 0..np in order: per element the same additions in the same order
- * as one row at a time, 16 outputs held in registers across the rows instead of read and written for each. */
-static inline void add_weighted_rows(float *restrict o, const float *restrict w, const float *restrict v, int64_t np,
-                                     int64_t D) {
-    int64_t i0 = 0;
-    for (; i0 + 16 <= D; i0 += 16) {
-        float acc[16];
-        memcpy(acc, o + i0, sizeof acc);
-        for (int64_t p = 0; p < np; p++) {
-            const float wp = w[p], *vp = v + p * D + i0;
-#pragma omp simd
-            for (int64_t i = 0; i < 16; i++) acc[i] += wp * vp[i];
-        }
-        memcpy(o + i0, acc, sizeof acc);
-    }
-    for (int64_t p = 0; p < np && i0 < D; p++) {
-        const float wp = w[p], *vp = v + p * D;
-        for (int64_t i = i0; i < D; i++) o[i] += wp * vp[i];
-    }
-}
-
-/* Attention of n tokens' G query heads (token t's q: G x D at q + t * qs, its output at out + t * os) over one KV
- * head's cached positions (keys at kb, values at vb): token t sees the first L0 + t positions. Each block of 16 keys
- * and of 16 value rows is read (and converted from bfloat16) once for all n tokens, and every query's scores and sums
- * are the same arithmetic in the same order as for that token alone. scores: n x G x (L0 + n - 1) floats of scratch;
- * row: 16 x D floats of scratch (a transposed block of keys, or a block of value rows). */
-static void attend_group(float *restrict out, int64_t os, const float *restrict q, int64_t qs, int64_t n, const void *kv,
-                         int64_t fmt, int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *restrict scores,
-                         float *restrict row) {
-    const float scale = 1.0f / sqrtf((float)D);
-    const int64_t L = L0 + n - 1; /* positions the last token sees; scores rows are L apart */
-    /* q.k for 16 positions at a time: the block of keys is transposed into `row` (D x 16 floats), so that each
-     * query's 16 scores come from D vector multiply-adds instead of 16 dot products with horizontal sums. */
-    for (int64_t t0 = 0; t0 < L; t0 += 16) {
-        const int64_t nb = L - t0 < 16 ? L - t0 : 16;
-        key_block(row, kv, fmt, kb + t0 * D, nb, D);
-        for (int64_t t = 0; t < n; t++) {
-            const int64_t Lt = L0 + t;
-            if (t0 >= Lt) continue;
-            const int64_t nbt = Lt - t0 < nb ? Lt - t0 : nb;
-            for (int64_t j = 0; j < G; j++) {
-                const float *qj = q + t * qs + j * D;
-                float acc[16] = {0};
-                for (int64_t i = 0; i < D; i++) {
-                    const float qi = qj[i];
-                    const float *kt = row + i * 16;
-#pragma omp simd
-                    for (int64_t tt = 0; tt < 16; tt++) acc[tt] += qi * kt[tt];
-                }
-                float *sc = scores + (t * G + j) * L + t0;
-                for (int64_t tt = 0; tt < nbt; tt++) sc[tt] = acc[tt] * scale;
-            }
-        }
-    }
-    for (int64_t t = 0; t < n; t++) {
-        const int64_t Lt = L0 + t;
-        for (int64_t j = 0; j < G; j++) {
-            float *sc = scores + (t * G + j) * L, mx, sum;
-            mx = max_of(sc, Lt);
-            sum = wl_exp_shifted(sc, Lt, mx);
-            const float inv = 1.0f / sum;
-#pragma omp simd
-            for (int64_t p = 0; p < Lt; p++) sc[p] *= inv;
-        }
-        memset(out + t * os, 0, sizeof(float) * (size_t)(G * D));
-    }
-    for (int64_t p0 = 0; p0 < L; p0 += 16) { /* 16 value rows at a time, each token's sums kept across them */
-        const int64_t nb = L - p0 < 16 ? L - p0 : 16;
-        const float *v = (const float *)kv + vb + p0 * D;
-        if (fmt == KV_BF16) {
-            for (int64_t pp = 0; pp < nb; pp++) kv_row(kv, fmt, vb + (p0 + pp) * D, D, row + pp * D);
-            v = row;
-        }
-        for (int64_t t = p0 < L0 ? 0 : p0 - L0 + 1; t < n; t++) { /* the tokens that see position p0 */
-            const int64_t Lt = L0 + t, np = (Lt < p0 + nb ? Lt : p0 + nb) - p0;
-            for (int64_t j = 0; j < G; j++)
-                add_weighted_rows(out + t * os + j * D, scores + (t * G + j) * L + p0, v, np, D);
-        }
-    }
-}
-
 static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
     if (fmt == KV_BF16)
         ((uint16_t *)base)[i] = f32_to_bf16(v);
@@ -242,6 +74,7 @@ int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
     int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
     if (dim > widest) widest = dim;
+    widest = (widest + 3) / 4 * 4; /* the packed int8 product reads its vectors 4 bytes at a time */
     const int64_t per_token = 3 * dim + qkv + h * hd + 2 * dims[D_INTER] + 1;
     const int64_t floats = n * per_token + kvh * (n * (h / kvh) * dims[D_MAX_TOKENS] + 16 * hd);
     return floats + (n * widest) / 4 + 16;
@@ -260,7 +93,7 @@ typedef struct {
 static void attend_heads(const void *ctx_, int64_t begin, int64_t end) {
     const attend_ctx *c = (const attend_ctx *)ctx_;
     for (int64_t g = begin; g < end; g++)
-        attend_group(c->att + g * c->G * c->D, c->HD, c->qkv + g * c->G * c->D, c->qkv_n, c->n, c->kv, c->kvfmt,
+        wl_attend_group(c->att + g * c->G * c->D, c->HD, c->qkv + g * c->G * c->D, c->qkv_n, c->n, c->kv, c->kvfmt,
                      c->layer_base + g * c->max_t * c->D, c->layer_base + (c->KVH + g) * c->max_t * c->D, c->pos + 1,
                      c->G, c->D, c->scores + g * c->scores_per_head, c->rows + g * 16 * c->D);
 }

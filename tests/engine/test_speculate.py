@@ -15,7 +15,7 @@ from waferline.engine.hf import from_hf, init_random
 from waferline.engine.kvcache import Session
 from waferline.engine.loader import load
 from waferline.engine.model import ModelArgs, Transformer
-from waferline.engine.speculate import Drafter, DraftPolicy, sample_draft
+from waferline.engine.speculate import STEP_WINDOW, Drafter, DraftPolicy, sample_draft
 from waferline.hardware import open_backend
 
 ARGS = ModelArgs(
@@ -249,6 +249,27 @@ def test_policy_stops_drafting_where_it_does_not_pay_and_still_probes() -> None:
     assert cheap.length("lookup", 15) >= 8  # flat cost and 90% acceptance: draft long
     cheap.stats["lookup"].rejections = 200
     assert 0 < cheap.length("lookup", 15) < 8  # rarely right: shorter
+
+
+def test_one_length_timed_on_a_bad_moment_does_not_stop_drafting() -> None:
+    """Step times only ever gain from a shared machine (a wait for a core): each length keeps its least recent
+    time, and the cost of a length is one slope over all of them, so a length timed once while the process waited,
+    and never drafted again, does not hold its cost for good."""
+    policy = DraftPolicy()
+    for _ in range(8):
+        policy.observe_step(1, 1e-4)
+    for t in (2, 4, 8):
+        for _ in range(3):
+            policy.observe_step(t, 1e-4 * (1 + 0.2 * (t - 1)))
+    policy.observe_step(6, 1e-2)  # preempted: a hundred one-token steps
+    assert policy.cost(6) == pytest.approx(2.0)  # the slope the other lengths show
+    policy.stats["lookup"].accepted, policy.stats["lookup"].rejections = 90, 10
+    assert policy.length("lookup", 15) >= 4
+    policy.observe_step(4, 1e-2)  # a slow step does not replace a length's best time
+    assert policy.step_s[4] == pytest.approx(1e-4 * 1.6)
+    for _ in range(STEP_WINDOW):  # ... until it is all the window holds
+        policy.observe_step(4, 3e-4)
+    assert policy.step_s[4] == pytest.approx(3e-4)
 
 
 def test_shipped_model_copy_heavy_prompts_are_exact_and_drafted() -> None:

@@ -1,0 +1,132 @@
+/* The fused step's elementwise math: a vectorised e^x for softmax and SiLU, and the argmax and logsumexp of each row
+ * of logits that generation reads per token (fused.h). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fused.h"
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+/* e^x to about 2 ulp (Cephes' expf polynomial): libm's expf is a scalar call, and softmax and SiLU take one for every
+ * score and every hidden unit. The AVX-512 form below does the same operations (fused multiply-adds, floor, scaling
+ * by 2^n) lane by lane, so both give the same floats. */
+#define EXP_LO (-87.3f)
+#define EXP_HI 88.3f
+
+static inline float exp_approx(float x) {
+    x = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
+    const float n = floorf(fmaf(x, 1.44269504089f, 0.5f));
+    const float r = fmaf(-n, -2.12194440e-4f, fmaf(-n, 0.693359375f, x));
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r) + 1.0f;
+    return ldexpf(p, (int)n);
+}
+
+#ifdef __AVX512F__
+static inline __m512 exp_approx16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
+    const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504089f), _mm512_set1_ps(0.5f)),
+                                          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
+float wl_exp_shifted(float *restrict v, int64_t n, float sub) {
+    int64_t i = 0;
+    float sum = 0.0f;
+#ifdef __AVX512F__
+    __m512 acc = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_loadu_ps(v + i), _mm512_set1_ps(sub)));
+        _mm512_storeu_ps(v + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    sum = _mm512_reduce_add_ps(acc);
+#endif
+    for (; i < n; i++) {
+        v[i] = exp_approx(v[i] - sub);
+        sum += v[i];
+    }
+    return sum;
+}
+
+/* Per row of logits (n rows of `vocab`): the first index of its largest value, that value, and log(sum(e^v)),
+ * which greedy decoding and the per-token log-probability need (two torch calls cost ~20 µs a token; this, a few).
+ * A row whose largest value is not finite (NaN, or every value -inf) gets index -1: the caller asks torch. */
+void waferline_row_stats(const float *restrict rows, int64_t n, int64_t vocab, int64_t *restrict top,
+                         float *restrict top_value, float *restrict lse) {
+    for (int64_t r = 0; r < n; r++) {
+        const float *v = rows + r * vocab;
+        float mx = -INFINITY;
+        int64_t i = 0, at = -1;
+        int nan = 0;
+#ifdef __AVX512F__
+        __m512 m = _mm512_set1_ps(-INFINITY);
+        for (; i + 16 <= vocab; i += 16) {
+            const __m512 x = _mm512_loadu_ps(v + i);
+            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) != 0;
+            m = _mm512_max_ps(m, x);
+        }
+        mx = _mm512_reduce_max_ps(m);
+#endif
+        for (; i < vocab; i++) {
+            nan |= v[i] != v[i];
+            mx = v[i] > mx ? v[i] : mx;
+        }
+        if (nan || !isfinite(mx)) {
+            top[r] = -1;
+            top_value[r] = lse[r] = NAN;
+            continue;
+        }
+        for (i = 0; i < vocab; i++)
+            if (v[i] == mx) {
+                at = i;
+                break;
+            }
+        float sum = 0.0f;
+        i = 0;
+#ifdef __AVX512F__
+        __m512 acc = _mm512_setzero_ps();
+        for (; i + 16 <= vocab; i += 16)
+            acc = _mm512_add_ps(acc, exp_approx16(_mm512_sub_ps(_mm512_loadu_ps(v + i), _mm512_set1_ps(mx))));
+        sum = _mm512_reduce_add_ps(acc);
+#endif
+        for (; i < vocab; i++) sum += exp_approx(v[i] - mx);
+        top[r] = at;
+        top_value[r] = mx;
+        lse[r] = mx + logf(sum);
+    }
+}
+
+void wl_silu_mul(float *restrict h, int64_t n) {
+    int64_t i = 0;
+#ifdef __AVX512F__
+    for (; i + 16 <= n; i += 16) {
+        const __m512 g = _mm512_loadu_ps(h + i);
+        const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_storeu_ps(h + i, _mm512_mul_ps(silu, _mm512_loadu_ps(h + n + i)));
+    }
+#endif
+    for (; i < n; i++) {
+        const float g = h[i];
+        h[i] = g / (1.0f + exp_approx(-g)) * h[n + i];
+    }
+}
+

@@ -1,0 +1,110 @@
+"""The fused step's packed int8 product (a second copy of small models' weights, laid out for the VNNI product that
+needs no reduction) against the row layout it replaces, and the C argmax/logsumexp that generation reads."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from waferline.engine.hf import from_hf, init_random
+from waferline.engine.model import ModelArgs, Transformer
+from waferline.hardware.torch_backend import TorchDevice, fused
+
+SHAPES = {
+    "qwen2-gqa-bias": dict(
+        model_type="qwen2", vocab_size=200, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=96,
+        max_seq_len=128, qkv_bias=True, tie_embeddings=True, norm_eps=1e-6,
+    ),
+    # widths that are not multiples of 4 or 16: padded groups and rows, the last block of rows partly stored
+    "odd-widths": dict(
+        model_type="qwen2", vocab_size=70, dim=42, n_layers=1, n_heads=2, n_kv_heads=1, intermediate_size=50,
+        max_seq_len=64, qkv_bias=True, head_dim=22,
+    ),
+}  # fmt: skip
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+PACK_LIMIT = fused.PACK_LIMIT_BYTES
+
+
+@pytest.fixture(scope="module")
+def compiled() -> None:
+    if fused.library() is None:
+        pytest.skip(f"no C compiler here: {fused._library_error}")
+
+
+def build(shape: str, *, packed: bool, monkeypatch: Any) -> Transformer:
+    monkeypatch.setenv("WAFERLINE_FUSED", "1")
+    monkeypatch.setattr(fused, "PACK_LIMIT_BYTES", PACK_LIMIT if packed else 0)
+    args = ModelArgs(**SHAPES[shape])
+    model = Transformer(args, TorchDevice(dtype=torch.bfloat16, weights="int8"))
+    model.load(from_hf(args, init_random(args, seed=4).items()))
+    assert model.fused is not None
+    assert int(model.fused.dims[fused.DIMS.index("wfmt")]) == (fused.W_INT8_PACKED if packed else fused.W_INT8)
+    return model
+
+
+def test_pack_int8_puts_each_weight_where_the_kernel_reads_it() -> None:
+    q = torch.randint(-128, 128, (37, 10), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+    packed = fused.pack_int8(q)
+    assert packed.dtype == torch.uint8 and packed.numel() == 48 * 12  # rows padded to 16s, inputs to 4s
+    groups = 3
+    for r in (0, 15, 16, 36):
+        for i in (0, 3, 4, 9):
+            at = ((r // 16) * groups + i // 4) * 64 + (r % 16) * 4 + i % 4
+            assert int(packed[at]) == int(q[r, i]) + 128
+    assert int(packed[((47 // 16) * groups + 0) * 64 + (47 % 16) * 4]) == 128  # a padding row holds w = 0
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_packed_product_gives_the_row_layouts_logits_bit_for_bit(shape: str, compiled: None, monkeypatch: Any) -> None:
+    """The same integers, the same float arithmetic after them: one-token and k-token steps, and the cache they
+    write, equal the row layout's exactly (on 1 and 2 threads)."""
+    rows = build(shape, packed=False, monkeypatch=monkeypatch)
+    packed = build(shape, packed=True, monkeypatch=monkeypatch)
+    vocab = SHAPES[shape]["vocab_size"]
+    g = torch.Generator().manual_seed(8)
+    prompt = torch.randint(0, vocab, (9,), generator=g)
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        results = []
+        for model in (rows, packed):
+            kv = model.open_cache(9 + 3 + 2 + 8 + 9 + 16)
+            model.forward(prompt, kv, 0)
+            one = torch.cat([model.forward(torch.tensor([t]), kv, 9 + i) for i, t in enumerate([3, 1, 4])])
+            many = [model.verify(list(range(5, 5 + k)), kv, kv.length) for k in (2, 8, 9, 16)]
+            results.append((one, many, kv.payload.data.float().clone()))
+        assert torch.equal(results[0][0], results[1][0])
+        assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1], strict=True))
+        assert torch.equal(results[0][2], results[1][2])
+    torch.set_num_threads(1)
+
+
+def test_row_stats_match_torch_and_hand_odd_rows_to_it(compiled: None, monkeypatch: Any) -> None:
+    model = build("qwen2-gqa-bias", packed=True, monkeypatch=monkeypatch)
+    assert model.fused is not None
+    g = torch.Generator().manual_seed(1)
+    rows = torch.randn(6, 1000, generator=g) * 8
+    rows[1, 10] = rows[1, 500] = rows[1].max() + 1  # a tie: the first index, as torch.argmax
+    rows[2, :] = -math.inf
+    rows[2, 7] = 3.0  # one finite value among -inf (a healing mask)
+    rows[3, 0] = math.nan  # not finite: torch's answers
+    rows[4, :] = -math.inf  # nothing finite at all: torch's answers
+    rows[5, :] = 0.0  # a flat row: the first index
+    tops, maxes, lses = model.fused.row_stats(rows)
+    want_top = rows.argmax(dim=-1).tolist()
+    want_lse = torch.logsumexp(rows, dim=-1).tolist()
+    assert tops == want_top and tops[1] == 10 and tops[5] == 0
+    for i in (0, 1, 2, 5):
+        assert maxes[i] == float(rows[i, tops[i]])
+        assert lses[i] == pytest.approx(want_lse[i], rel=1e-5, abs=1e-5)
+    assert math.isnan(lses[3]) and math.isnan(maxes[3])
+    assert lses[4] == -math.inf
+    # the model's row_stats: the C call for float32 rows, torch for others, with the same answers
+    for r in (rows[:3], rows[:3].to(torch.bfloat16)):
+        t, m, lse = model.row_stats(r.contiguous())
+        assert t == r.float().argmax(dim=-1).tolist()
+        assert m == pytest.approx(r.float().max(dim=-1).values.tolist())
+        assert lse == pytest.approx(torch.logsumexp(r.float(), dim=-1).tolist(), rel=1e-5)
