@@ -262,6 +262,15 @@ class Transformer:
             x = x[-1:]
         return dev.linear(dev.rms_norm(x, self.norm, eps), self.lm_head)  # (1 or T, vocab)
 
+    def forward_one(self, token: int, kv: KVRef, start: int) -> Tensor:
+        """One token at position start -> logits (1, vocab): the fused step called directly where there is one."""
+        if self.fused is None:
+            return self.forward(torch.tensor([token], dtype=torch.long), kv, start)
+        assert start == kv.length and start < kv.max_tokens, f"step at {start}: the cache holds {kv.length}"
+        logits = self.fused(token, kv, start)
+        self.device.kv_advance(kv, start + 1)
+        return logits
+
     def verify(self, tokens: Sequence[int], kv: KVRef, start: int) -> Tensor:
         """The k-token step of speculative decoding: tokens (T,) at positions start.. -> logits (T, vocab), row i
         predicting what follows tokens[i]. Through the backend's fused step when it takes T tokens at once (its rows

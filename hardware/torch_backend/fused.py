@@ -171,6 +171,7 @@ class FusedStep:
     kv_dtype: torch.dtype
     vocab: int
     max_tokens: int = 1  # tokens one call of `many` takes (the C file's STEP_MAX_TOKENS)
+    _stats: tuple[Any, Any, Any] | None = None  # row_stats' output arrays
 
     def _cache(self, kv: KVRef) -> Tensor:
         cache = kv.payload
@@ -197,9 +198,15 @@ class FusedStep:
         answers."""
         n = rows.shape[0]
         assert rows.dim() == 2 and rows.dtype == torch.float32 and rows.is_contiguous(), "float32 (n, vocab) rows"
-        top, mx, lse = (ctypes.c_int64 * n)(), (ctypes.c_float * n)(), (ctypes.c_float * n)()
+        if self._stats is None or len(self._stats[0]) < n:  # kept between calls: a ctypes array costs ~1 µs
+            self._stats = (
+                (ctypes.c_int64 * max(n, 16))(),
+                (ctypes.c_float * max(n, 16))(),
+                (ctypes.c_float * max(n, 16))(),
+            )
+        top, mx, lse = self._stats
         self.lib.waferline_row_stats(rows.data_ptr(), n, rows.shape[1], top, mx, lse)
-        tops, maxes, lses = list(top), list(mx), list(lse)
+        tops, maxes, lses = top[:n], mx[:n], lse[:n]
         for i, t in enumerate(tops):
             if t < 0:
                 tops[i] = int(rows[i].argmax())

@@ -1,9 +1,11 @@
 /* The fused step's attention (fused.h: wl_attend_group): the queries of n tokens against one KV head's cached keys
  * and values, each block of 16 keys and 16 value rows read once for all of them.
  *
- * Numerics: float32; every query's scores and sums are the same multiplies and adds in the same order whether it
- * comes alone (a one-token step) or with others (a k-token step), so the two give the same floats. No fused
- * multiply-adds (-ffp-contract=off, and none written here): the vector and scalar loops then round alike.
+ * Numerics: float32; every query's scores and sums are the same operations in the same order whether it comes alone
+ * (a one-token step) or with others (a k-token step), so the two give the same floats. The scores and the value sums
+ * of the vector paths are fused multiply-adds, and so is the scalar loop that stands in for the vector scores where
+ * a step's queries do not fit their buffer (so the two round alike); the scalar value sums (head widths that are
+ * not a multiple of 16, for every step alike) are a multiply and an add (-ffp-contract=off).
  */
 #include <math.h>
 #include <stdint.h>
@@ -122,7 +124,7 @@ enum { QT_FLOATS = 16384 }; /* queries x head width the vector scores take (more
  * that every broadcast is one pointer plus a constant. The same multiplies and adds in the same order as one query
  * at a time; taken together, their NQ chains of additions overlap instead of each waiting for the one before. */
 #define SCORE(j)                                                                                                      \
-    if ((j) < NQ) a##j = _mm512_add_ps(a##j, _mm512_mul_ps(_mm512_set1_ps(qt[i * 8 + (j)]), k))
+    if ((j) < NQ) a##j = _mm512_fmadd_ps(_mm512_set1_ps(qt[i * 8 + (j)]), k, a##j)
 static inline __attribute__((always_inline)) void block_scores(const float *restrict qt, float *const *dst,
                                                                const int64_t *cnt, const int NQ,
                                                                const float *restrict row, int64_t D, float scale) {
@@ -165,8 +167,8 @@ static void block_scores_n(const float *restrict qt, float *const *dst, const in
 #define WROW(j)                                                                                                       \
     if ((j) < NO) {                                                                                                   \
         const __m512 wp = _mm512_set1_ps(wt[p * 4 + (j)]);                                                            \
-        a##j##0 = _mm512_add_ps(a##j##0, _mm512_mul_ps(wp, v0));                                                      \
-        if (C == 2) a##j##1 = _mm512_add_ps(a##j##1, _mm512_mul_ps(wp, v1));                                          \
+        a##j##0 = _mm512_fmadd_ps(wp, v0, a##j##0);                                                      \
+        if (C == 2) a##j##1 = _mm512_fmadd_ps(wp, v1, a##j##1);                                          \
     }
 static inline __attribute__((always_inline)) void add_weighted_rows_n(float *const *o, const float *restrict wt,
                                                                       const int NO, const float *restrict v,
@@ -248,7 +250,7 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
                     const float qi = qj[i];
                     const float *kt = row + i * 16;
 #pragma omp simd
-                    for (int64_t tt = 0; tt < 16; tt++) acc[tt] += qi * kt[tt];
+                    for (int64_t tt = 0; tt < 16; tt++) acc[tt] = fmaf(qi, kt[tt], acc[tt]);
                 }
                 float *sc = scores + (t * G + j) * L + t0;
                 for (int64_t tt = 0; tt < nbt; tt++) sc[tt] = acc[tt] * scale;

@@ -100,7 +100,16 @@ static inline __attribute__((always_inline)) void packed_tile(const packed_ctx *
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     __m512i a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
     int64_t g = 0;
-    for (; g + W <= groups; g += W) PACKED_STEPS(B * NT * W, g);
+    /* the next tile's weights are fetched while this one computes (a k-token step of a model in L3 is bound by both
+     * reading and multiplying; the hardware's own prefetch left them apart: 5-10% of the step) */
+    const int64_t next = o + 16 * B, fetched = m->n_out - next < 16 * B ? m->n_out - next : 16 * B;
+    const int ahead_blocks = fetched > 0 ? (int)((fetched + 15) / 16) : 0;
+    const uint8_t *ahead = blk + B * bstride;
+    for (; g + W <= groups; g += W) {
+        for (int b = 0; b < ahead_blocks; b++)
+            for (int w = 0; w < W; w++) _mm_prefetch((const char *)(ahead + b * bstride + (g + w) * 64), _MM_HINT_T0);
+        PACKED_STEPS(B * NT * W, g);
+    }
     for (; g < groups; g++) PACKED_STEPS(B * NT, g); /* the groups left over: the first way's chains */
     const __m512i acc[16] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
     for (int b = 0; b < B; b++) {
