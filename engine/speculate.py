@@ -24,6 +24,7 @@ and then, with 2 tokens).
 
 from __future__ import annotations
 
+import sys
 import time
 from array import array
 from collections import deque
@@ -171,7 +172,7 @@ class Drafter:
         if self._follows_caller and (n >= len(self.caller) or self.caller[n] != token):
             self._follows_caller = False
         self._generated.append(token)
-        self._buf += array("i", (token,)).tobytes()
+        self._buf += token.to_bytes(4, sys.byteorder, signed=True)  # as array("i") packs it
 
     def propose(self, room: int) -> tuple[str, list[int]]:
         """(source, up to `room` ids likely to follow the context); ("", []) when no source offers any or the

@@ -26,7 +26,12 @@ static inline float exp_approx(float x) {
     p = fmaf(p, r, 1.6666665459e-1f);
     p = fmaf(p, r, 5.0000001201e-1f);
     p = fmaf(p, r * r, r) + 1.0f;
-    return ldexpf(p, (int)n);
+    /* p 2^n with 2^n built from its bits (n is within [-126, 127] after the clamp): exactly ldexpf's and
+     * _mm512_scalef_ps's product, without libm's call */
+    const uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 
 #ifdef __AVX512F__
@@ -56,6 +61,13 @@ float wl_exp_shifted(float *restrict v, int64_t n, float sub) {
         const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_loadu_ps(v + i), _mm512_set1_ps(sub)));
         _mm512_storeu_ps(v + i, e);
         acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) { /* the last n % 16 values, lanes masked (a softmax row's length is its token's position + 1) */
+        const __mmask16 mk = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 e = exp_approx16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, v + i), _mm512_set1_ps(sub)));
+        _mm512_mask_storeu_ps(v + i, mk, e);
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(mk, e));
+        i = n;
     }
     sum = _mm512_reduce_add_ps(acc);
 #endif
@@ -94,11 +106,15 @@ void waferline_row_stats(const float *restrict rows, int64_t n, int64_t vocab, i
             top_value[r] = lse[r] = NAN;
             continue;
         }
-        for (i = 0; i < vocab; i++)
-            if (v[i] == mx) {
-                at = i;
-                break;
-            }
+        i = 0;
+#ifdef __AVX512F__
+        for (; at < 0 && i + 16 <= vocab; i += 16) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + i), _mm512_set1_ps(mx), _CMP_EQ_OQ);
+            if (hit) at = i + __builtin_ctz((unsigned)hit);
+        }
+#endif
+        for (; at < 0 && i < vocab; i++)
+            if (v[i] == mx) at = i;
         float sum = 0.0f;
         i = 0;
 #ifdef __AVX512F__
