@@ -74,6 +74,7 @@ class DraftPolicy:
     _recent: dict[int, deque[float]] = field(default_factory=dict)
     _skipped: int = 0
     _table: list[float] | None = None  # cost(t) for t = 0 .. max_draft + 1, as of the last refresh
+    _choices: dict[float, list[tuple[int, float]]] = field(default_factory=dict)  # per acceptance, for that table
     _observed: int = 0
 
     def observe_step(self, tokens: int, seconds: float) -> None:
@@ -115,24 +116,35 @@ class DraftPolicy:
         limit = min(available, self.max_draft)
         if limit <= 0:
             return 0
-        a = min(self.stats[source].acceptance, 0.999)
+        a = round(min(self.stats[source].acceptance, 0.999), 2)  # to 1%: the choices below are kept per value
         if self._table is None:
             self._table = [self.cost(t) for t in range(self.max_draft + 2)]
-        costs = self._table
-        best_k, best = 0, 1.0  # no draft: one token per one-token step
-        expected, term = 1.0, 1.0  # tokens a step yields with k drafted: 1 + a + ... + a^k
-        for k in range(1, limit + 1):
-            term *= a
-            expected += term
-            rate = expected / costs[k + 1]
-            if rate > best:
-                best_k, best = k, rate
+            self._choices = {}
+        choices = self._choices.get(a)
+        if choices is None:
+            choices = self._choices[a] = self._best_lengths(a, self._table)
+        best_k, best = choices[limit]
         if best < MIN_GAIN:
             best_k = 0
             self._skipped += 1
             if self._skipped % PROBE_EVERY == 0:
                 return min(2, limit)
         return best_k
+
+    def _best_lengths(self, a: float, costs: list[float]) -> list[tuple[int, float]]:
+        """For each limit 0..max_draft, the draft length up to it that maximises (1 + a + ... + a^k) / c(k + 1),
+        the expected tokens per unit of step time, and that rate (0 and 1.0: no draft, one token a step)."""
+        out = [(0, 1.0)]
+        best_k, best = 0, 1.0
+        expected, term = 1.0, 1.0  # tokens a step yields with k drafted: 1 + a + ... + a^k
+        for k in range(1, self.max_draft + 1):
+            term *= a
+            expected += term
+            rate = expected / costs[k + 1]
+            if rate > best:
+                best_k, best = k, rate
+            out.append((best_k, best))
+        return out
 
     def record(self, source: str, proposed: int, accepted: int, rejected: bool) -> None:
         s = self.stats[source]
@@ -273,15 +285,18 @@ def sample_draft(
 class Verifier:
     """The drafted tokens of the last step while generation walks through them; without a drafter, plain steps.
 
-    After a step that fed [token, d1..dm], the cache holds the ds too and `pending` their logits rows; a sampled
-    token equal to the next d is a hit (its row is taken, no step), any other ends the draft and the ds left are
-    truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
+    After a step that fed [token, d1..dm], the cache holds the ds too and `left` of them are pending, with their
+    logits rows; a sampled token equal to the next d is a hit (its row is taken, no step), any other ends the draft
+    and the ds left are truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
     """
 
     def __init__(self, session: Session, drafter: Drafter | None) -> None:
         self.session = session
         self.drafter = drafter
-        self.pending: list[tuple[int, Scored]] = []  # (drafted id, logits row predicting what follows it)
+        self.draft: list[int] = []  # the last step's drafted ids
+        self.left = 0  # of them, not yet taken nor dropped: draft[-left:]
+        self._rows: Tensor | None = None  # the last step's logits, row i predicting what follows its i-th id
+        self._stats: tuple[list[int], list[float], list[float]] = ([], [], [])  # their argmax, max, logsumexp
         self.source = ""
         self.proposed = self.kept = 0  # of the current draft
         self.drafted = self.accepted = 0
@@ -290,26 +305,31 @@ class Verifier:
     @property
     def held(self) -> int:
         """Cache length plain decoding would have now (drafted tokens not yet taken do not count)."""
-        return self.session.length - len(self.pending)
+        return self.session.length - self.left
 
     def next_draft(self) -> int | None:
-        return self.pending[0][0] if self.pending else None
+        return self.draft[-self.left] if self.left else None
 
     def resolve(self, token: int) -> bool:
         """Whether the sampled `token` is the next drafted one; if not, the rest of the draft is dropped."""
         if self.drafter is not None:
             self.drafter.push(token)
-        if not self.pending:
+        if not self.left:
             return False
-        if token == self.pending[0][0]:
+        if token == self.draft[-self.left]:
             return True
         self._end(rejected=True)
         return False
 
     def take(self) -> Scored:
-        row = self.pending.pop(0)[1]
+        """The logits row of the drafted token just kept (a Scored made only for the rows taken)."""
+        i = len(self.draft) - self.left + 1
+        assert self._rows is not None
+        tops, maxes, lses = self._stats
+        row = Scored(self._rows[i], tops[i], maxes[i], lses[i])
+        self.left -= 1
         self.kept += 1  # counted when its row is used: then decode_steps + accepted = plain decoding's steps
-        if not self.pending:
+        if not self.left:
             self._end(rejected=False)
         return row
 
@@ -323,14 +343,15 @@ class Verifier:
             return scored(self.session.model, rows)[0]
         rows = self.session.verify([token, *draft])
         self._observe(1 + len(draft), t0)
-        out = scored(self.session.model, rows)
-        self.pending = list(zip(draft, out[1:], strict=True))
+        self._rows, self._stats = rows, self.session.model.row_stats(rows)
+        self.draft, self.left = draft, len(draft)
         self.source, self.proposed, self.kept = source, len(draft), 0
-        return out[0]
+        tops, maxes, lses = self._stats
+        return Scored(rows[0], tops[0], maxes[0], lses[0])
 
     def finish(self) -> None:
         """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""
-        if self.pending:
+        if self.left:
             self._end(rejected=False)
 
     def _observe(self, tokens: int, t0: float) -> None:
@@ -338,9 +359,10 @@ class Verifier:
             self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
 
     def _end(self, *, rejected: bool) -> None:
-        if self.pending:
-            self.session.truncate(self.session.length - len(self.pending))
-            self.pending = []
+        if self.left:
+            self.session.truncate(self.session.length - self.left)
+            self.left = 0
+        self._rows = None
         assert self.drafter is not None
         self.drafter.policy.record(self.source, self.proposed, self.kept, rejected)
         self.drafted += self.proposed

@@ -170,6 +170,11 @@ static void block_scores_n(const float *restrict qt, float *const *dst, const in
         a##j##0 = _mm512_fmadd_ps(wp, v0, a##j##0);                                                      \
         if (C == 2) a##j##1 = _mm512_fmadd_ps(wp, v1, a##j##1);                                          \
     }
+#define WSTORE(j)                                                                                                     \
+    if ((j) < NO) {                                                                                                   \
+        _mm512_storeu_ps(o[j] + i0, a##j##0);                                                                         \
+        if (C == 2) _mm512_storeu_ps(o[j] + i0 + 16, a##j##1);                                                        \
+    }
 static inline __attribute__((always_inline)) void add_weighted_rows_n(float *const *o, const float *restrict wt,
                                                                       const int NO, const float *restrict v,
                                                                       int64_t np, int64_t D) {
@@ -189,12 +194,15 @@ static inline __attribute__((always_inline)) void add_weighted_rows_n(float *con
             WROW(2)
             WROW(3)
         }
-        const __m512 a[8] = {a00, a01, a10, a11, a20, a21, a30, a31};
-        for (int j = 0; j < NO; j++)
-            for (int c = 0; c < C; c++) _mm512_storeu_ps(o[j] + i0 + 16 * c, a[2 * j + c]);
+        /* stored variable by variable: an array of them, stored in a loop, became calls to memcpy */
+        WSTORE(0)
+        WSTORE(1)
+        WSTORE(2)
+        WSTORE(3)
     }
 }
 #undef WROW
+#undef WSTORE
 #endif
 
 /* Attention of n tokens' G query heads (token t's q: G x D at q + t * qs, its output at out + t * os) over one KV
