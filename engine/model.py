@@ -23,6 +23,7 @@ from waferline.hardware.device import (
     declared_exact_rows,
     step_many,
     step_row_stats,
+    torch_row_stats,
 )
 
 MODEL_TYPES = ("llama", "qwen2")  # config.json's model_type of the families this decoder runs
@@ -234,9 +235,7 @@ class Transformer:
         assert start == kv.length, f"forward at position {start}, but the cache holds {kv.length}"
         assert start + T <= kv.max_tokens, f"{start + T} tokens exceed the cache's {kv.max_tokens}"
         if T == 1 and self.fused is not None:  # the backend's whole-step kernel: same math, one call
-            logits = self.fused(int(tokens[0]), kv, start)
-            dev.kv_advance(kv, start + 1)
-            return logits
+            return self.forward_one(int(tokens[0]), kv, start)
         H, KVH, D = args.n_heads, args.n_kv_heads, args.head_dim
         cos, sin, eps = self.rope_cos, self.rope_sin, args.norm_eps
         # One decode step is ~15 device calls per layer, each costing microseconds of dispatch whatever its size, so
@@ -296,9 +295,7 @@ class Transformer:
         fast = step_row_stats(self.fused)
         if fast is not None and rows.dtype == torch.float32 and rows.is_contiguous() and rows.dim() == 2:
             return fast(rows)
-        r = rows.float()
-        top = r.argmax(dim=-1)
-        return top.tolist(), r.gather(1, top[:, None])[:, 0].tolist(), torch.logsumexp(r, dim=-1).tolist()
+        return torch_row_stats(rows)
 
     def exact_verify(self) -> bool:
         """Whether `verify`'s rows equal one-token steps bit for bit here: the fused k-token step, or per-op products

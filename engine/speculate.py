@@ -323,10 +323,7 @@ class Verifier:
 
     def take(self) -> Scored:
         """The logits row of the drafted token just kept (a Scored made only for the rows taken)."""
-        i = len(self.draft) - self.left + 1
-        assert self._rows is not None
-        tops, maxes, lses = self._stats
-        row = Scored(self._rows[i], tops[i], maxes[i], lses[i])
+        row = self._row(len(self.draft) - self.left + 1)
         self.left -= 1
         self.kept += 1  # counted when its row is used: then decode_steps + accepted = plain decoding's steps
         if not self.left:
@@ -346,8 +343,13 @@ class Verifier:
         self._rows, self._stats = rows, self.session.model.row_stats(rows)
         self.draft, self.left = draft, len(draft)
         self.source, self.proposed, self.kept = source, len(draft), 0
+        return self._row(0)
+
+    def _row(self, i: int) -> Scored:
+        """Row i of the last k-token step, with its stats."""
+        assert self._rows is not None
         tops, maxes, lses = self._stats
-        return Scored(rows[0], tops[0], maxes[0], lses[0])
+        return Scored(self._rows[i], tops[i], maxes[i], lses[i])
 
     def finish(self) -> None:
         """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""

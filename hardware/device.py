@@ -121,8 +121,16 @@ def step_many(step: FusedStep | None, n: int) -> StepMany | None:
 
 
 def step_row_stats(step: FusedStep | None) -> RowStats | None:
-    """The fused step's `row_stats`, or None (ask torch)."""
+    """The fused step's `row_stats`, or None (ask torch: `torch_row_stats`)."""
     return getattr(step, "row_stats", None)
+
+
+def torch_row_stats(rows: Tensor) -> tuple[list[int], list[float], list[float]]:
+    """`row_stats` in torch, for any backend: per row of logits (n, vocab), its argmax (the first largest index),
+    that value, and its logsumexp, in float32."""
+    r = rows.float()
+    top = r.argmax(dim=-1)
+    return top.tolist(), r.gather(1, top[:, None])[:, 0].tolist(), torch.logsumexp(r, dim=-1).tolist()
 
 
 def declared_exact_rows(device: object) -> bool | None:

@@ -54,7 +54,8 @@ typedef struct {
  * multiple of 4) and sx: n floats, of scratch (int8). */
 void wl_linear(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
                float *sx, int64_t threads);
-float wl_abs_max(const float *x, int64_t n); /* max |x[i]| */
+/* the symmetric 8-bit scale of x: s = max |x[i]| / 127, and *inv = 1 / s (0 for an all-zero x); returns s */
+float wl_quant_scale(const float *x, int64_t n, float *inv);
 /* q[i] = round(x[i] * inv) + offset as bytes; returns the sum of the rounded values */
 int32_t wl_quantize_bytes(uint8_t *q, const float *x, int64_t n, float inv, int32_t offset);
 

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, KVRef, WeightRef
+from waferline.hardware.device import DecoderPlan, KVRef, WeightRef, torch_row_stats
 from waferline.hardware.torch_backend.kernels import Int8Linear
 
 log = logging.getLogger("waferline.hardware")
@@ -209,8 +209,7 @@ class FusedStep:
         tops, maxes, lses = top[:n], mx[:n], lse[:n]
         for i, t in enumerate(tops):
             if t < 0:
-                tops[i] = int(rows[i].argmax())
-                maxes[i], lses[i] = float(rows[i, tops[i]]), float(torch.logsumexp(rows[i], dim=-1))
+                (tops[i],), (maxes[i],), (lses[i],) = torch_row_stats(rows[i : i + 1])
         return tops, maxes, lses
 
     def many(self, tokens: Sequence[int], kv: KVRef, pos: int) -> Tensor:

@@ -29,14 +29,15 @@
 #endif
 
 
-float wl_abs_max(const float *restrict x, int64_t n) {
+float wl_quant_scale(const float *restrict x, int64_t n, float *restrict inv) {
     float amax = 0.0f;
 #pragma omp simd reduction(max : amax)
     for (int64_t i = 0; i < n; i++) {
         const float a = fabsf(x[i]);
         amax = a > amax ? a : amax;
     }
-    return amax;
+    *inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    return amax / 127.0f;
 }
 
 /* q[i] = round(x[i] * inv) + offset as bytes (|round(x[i] * inv)| <= 127); returns the sum of the rounded values.
@@ -63,7 +64,8 @@ int32_t wl_quantize_bytes(uint8_t *restrict q, const float *restrict x, int64_t 
 
 /* x (n floats) -> xq = round(x / s) + 128 as bytes, s = max|x| / 127; returns s (0 for an all-zero x). */
 static float quantize_u8(uint8_t *restrict xq, const float *restrict x, int64_t n) {
-    const float amax = wl_abs_max(x, n), s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    float inv;
+    const float s = wl_quant_scale(x, n, &inv);
     wl_quantize_bytes(xq, x, n, inv, 128);
     return s;
 }

@@ -40,7 +40,8 @@ static inline int8_t *interleaved(uint8_t *xq, int64_t t, int64_t groups) {
 /* x (n floats) -> q = round(x / s) as signed bytes at group stride 32 from `q` (interleaved), zero up to n4 inputs;
  * *sum = the sum of the q; returns s (as the row layout's). */
 static float quantize_s8(int8_t *restrict q, int32_t *restrict sum, const float *restrict x, int64_t n, int64_t n4) {
-    const float amax = wl_abs_max(x, n), s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    float inv;
+    const float s = wl_quant_scale(x, n, &inv);
     int32_t total = 0;
     for (int64_t i0 = 0; i0 < n4; i0 += 64) { /* 64 inputs (16 groups) at a time through a buffer */
         uint8_t buf[64] = {0};
@@ -130,32 +131,25 @@ static inline __attribute__((always_inline)) void packed_tile(const packed_ctx *
 #undef PACKED_STEPS
 #undef PACKED_STEP
 
-/* Vectors t0.. (NT of them, <= 8) against B blocks at o, with as many ways as keep 8 to 16 chains. */
+/* Vectors t0.. (NT of them, <= 8) against B blocks at o, in PACKED_W ways: enough chains (8 to 16) to hide the
+ * multiply-add's latency. Each case a tile compiled for its NT, B and W. */
+#define PACKED_W(NT, B) ((B) == 2 ? ((NT) == 1 ? 4 : (NT) <= 3 ? 2 : 1) : ((NT) == 1 ? 8 : (NT) <= 3 ? 4 : 2))
+#define PACKED_TILE(NT)                                                                                               \
+    (B == 2 ? packed_tile(c, o, t0, NT, 2, PACKED_W(NT, 2)) : packed_tile(c, o, t0, NT, 1, PACKED_W(NT, 1)))
 static inline void packed_tiles(const packed_ctx *c, int64_t o, int64_t t0, int64_t nt, int B) {
-    if (B == 2) {
-        switch (nt) {
-        case 1: packed_tile(c, o, t0, 1, 2, 4); break;
-        case 2: packed_tile(c, o, t0, 2, 2, 2); break;
-        case 3: packed_tile(c, o, t0, 3, 2, 2); break;
-        case 4: packed_tile(c, o, t0, 4, 2, 1); break;
-        case 5: packed_tile(c, o, t0, 5, 2, 1); break;
-        case 6: packed_tile(c, o, t0, 6, 2, 1); break;
-        case 7: packed_tile(c, o, t0, 7, 2, 1); break;
-        default: packed_tile(c, o, t0, 8, 2, 1); break;
-        }
-        return;
-    }
     switch (nt) {
-    case 1: packed_tile(c, o, t0, 1, 1, 8); break;
-    case 2: packed_tile(c, o, t0, 2, 1, 4); break;
-    case 3: packed_tile(c, o, t0, 3, 1, 4); break;
-    case 4: packed_tile(c, o, t0, 4, 1, 2); break;
-    case 5: packed_tile(c, o, t0, 5, 1, 2); break;
-    case 6: packed_tile(c, o, t0, 6, 1, 2); break;
-    case 7: packed_tile(c, o, t0, 7, 1, 2); break;
-    default: packed_tile(c, o, t0, 8, 1, 2); break;
+    case 1: PACKED_TILE(1); break;
+    case 2: PACKED_TILE(2); break;
+    case 3: PACKED_TILE(3); break;
+    case 4: PACKED_TILE(4); break;
+    case 5: PACKED_TILE(5); break;
+    case 6: PACKED_TILE(6); break;
+    case 7: PACKED_TILE(7); break;
+    default: PACKED_TILE(8); break;
     }
 }
+#undef PACKED_TILE
+#undef PACKED_W
 #endif
 
 /* Blocks of 16 rows [begin, end) of a packed int8 product for all n vectors (begin a multiple of 16). */
