@@ -20,8 +20,10 @@ from waferline.hardware.device import (
     DecoderPlan,
     FusedStep,
     LayerWeights,
+    StepMany,
     declared_exact_rows,
     step_many,
+    step_prefill,
     step_row_stats,
     torch_row_stats,
 )
@@ -236,6 +238,9 @@ class Transformer:
         assert start + T <= kv.max_tokens, f"{start + T} tokens exceed the cache's {kv.max_tokens}"
         if T == 1 and self.fused is not None:  # the backend's whole-step kernel: same math, one call
             return self.forward_one(int(tokens[0]), kv, start)
+        many = None if one_by_one else step_prefill(self.fused, T)
+        if many is not None:  # the k-token kernel where it beats the per-op calls: rows equal one-token steps
+            return self._forward_many(many, tokens.tolist(), kv, start, last_only=last_only)
         H, KVH, D = args.n_heads, args.n_kv_heads, args.head_dim
         cos, sin, eps = self.rope_cos, self.rope_sin, args.norm_eps
         # One decode step is ~15 device calls per layer, each costing microseconds of dispatch whatever its size, so
@@ -260,6 +265,17 @@ class Transformer:
         if last_only:
             x = x[-1:]
         return dev.linear(dev.rms_norm(x, self.norm, eps), self.lm_head)  # (1 or T, vocab)
+
+    def _forward_many(self, many: StepMany, tokens: list[int], kv: KVRef, start: int, *, last_only: bool) -> Tensor:
+        """`forward` through the fused k-token step, at most its `max_tokens` tokens a call."""
+        size = int(getattr(self.fused, "max_tokens", 1))
+        rows = []
+        for i in range(0, len(tokens), size):
+            chunk = tokens[i : i + size]
+            logits = many(chunk, kv, start + i)
+            self.device.kv_advance(kv, start + i + len(chunk))
+            rows.append(logits[-1:] if last_only else logits)
+        return rows[-1] if last_only else torch.cat(rows)
 
     def forward_one(self, token: int, kv: KVRef, start: int) -> Tensor:
         """One token at position start -> logits (1, vocab): the fused step called directly where there is one."""

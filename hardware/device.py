@@ -108,7 +108,9 @@ class Placement:
 # equal to a one-token step's); the engine looks for it with `step_many` and otherwise makes the per-op calls, which
 # every backend has (`attend` takes T tokens), so a backend need not offer it. It may also offer `row_stats(rows) ->
 # (argmax, largest value, logsumexp)`, lists with one entry per row of float32 logits (n, vocab), which generation
-# reads for each token (`step_row_stats`; without it the engine asks torch).
+# reads for each token (`step_row_stats`; without it the engine asks torch). Its `prefill_max` says up to how many
+# prompt tokens `many` (called on at most `max_tokens` of them at a time) beats the per-op calls for a prefill: 0 (or
+# no such attribute) never, None any length (`step_prefill`).
 FusedStep = Callable[[int, "KVRef", int], Tensor]
 StepMany = Callable[[Sequence[int], "KVRef", int], Tensor]
 RowStats = Callable[[Tensor], tuple[list[int], list[float], list[float]]]
@@ -118,6 +120,14 @@ def step_many(step: FusedStep | None, n: int) -> StepMany | None:
     """The fused step's `many` when it takes `n` tokens in one call, else None (use the per-op calls)."""
     many = getattr(step, "many", None)
     return many if many is not None and n <= int(getattr(step, "max_tokens", 1)) else None
+
+
+def step_prefill(step: FusedStep | None, n: int) -> StepMany | None:
+    """The fused step's `many` when a prefill of `n` tokens runs faster through it, `max_tokens` at a time, than
+    through the per-op calls (its `prefill_max`), else None."""
+    many = getattr(step, "many", None)
+    limit = getattr(step, "prefill_max", 0)
+    return many if many is not None and (limit is None or n <= limit) else None
 
 
 def step_row_stats(step: FusedStep | None) -> RowStats | None:

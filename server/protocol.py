@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import re
 from collections.abc import Generator
@@ -95,7 +96,16 @@ class WaferlineProtocol(LanguageServerProtocol):
         message = self.structure_message(value)
         if value["method"] == types.INITIALIZE and not isinstance(message, Unreadable):
             self._initialize_seen = True
-        self.handle_message(message)
+        if isinstance(message, Unreadable):
+            self.handle_message(message)
+            return
+        # pygls' handle_message, for a request or notification whose kind the envelope settled: it would find the
+        # kind by isinstance against typing Protocols: ~20 µs each, two for a notification (timeit, 2026-12-02)
+        ctx = contextvars.copy_context()
+        if "id" in value:
+            ctx.run(self._handle_request, message.id, message.method, message.params)
+        else:
+            ctx.run(self._handle_notification, message.method, message.params)
 
     def refuse(self, code: int, message: str) -> None:
         """Answer what the transport could not read as a message: an error with id null (JSON-RPC's rule)."""

@@ -65,6 +65,12 @@ W_F32, W_INT8, W_INT8_PACKED = 0, 1, 2
 # int8 weights up to this many bytes are also kept packed for the product that needs no reduction (fused_packed.c),
 # which makes a k-token step's arithmetic ~2x faster; a larger model keeps only the rows (no second copy of them)
 PACK_LIMIT_BYTES = 64 << 20
+# A prompt runs through `many`, 16 tokens a call, rather than the per-op calls: int8 at any length (its products take
+# 8 tokens per read of the weights: 16 tokens at 100 cached positions 0.9 ms against 4.4 per-op for the shipped model,
+# 256 tokens 12.8 against 47; the 0.5B shape 64 tokens 0.39 s against 0.99), float32 up to this many tokens (its
+# products read the weights once per token: 8 tokens 1.8 ms against 2.4, 16 tokens 2.95 against 2.7). Measured
+# 2026-12-02, one thread, docs/benchmarks-decode.md ("Prefill through the fused step").
+FLOAT_PREFILL_MAX = 8
 KV_F32, KV_BF16 = 0, 1
 
 _library: ctypes.CDLL | None = None
@@ -171,6 +177,7 @@ class FusedStep:
     kv_dtype: torch.dtype
     vocab: int
     max_tokens: int = 1  # tokens one call of `many` takes (the C file's STEP_MAX_TOKENS)
+    prefill_max: int | None = 0  # prompt tokens up to which `many` beats the per-op calls (None: any; `build`)
     _stats: tuple[Any, Any, Any] | None = None  # row_stats' output arrays
 
     def _cache(self, kv: KVRef) -> Tensor:
@@ -304,6 +311,7 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     return FusedStep(
         lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab,
         max_tokens=int(lib.waferline_step_max_tokens()),
+        prefill_max=None if weights == "int8" else FLOAT_PREFILL_MAX,
     )  # fmt: skip
 
 

@@ -187,6 +187,41 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
         assert torch.equal(kv.payload.data.float(), one_cache), f"k={k}"
 
 
+@pytest.mark.parametrize("weights", ["float", "int8"])
+def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_token_steps(
+    weights: str, compiled: None, monkeypatch: Any
+) -> None:
+    """A prompt prefilled where the k-token step beats the per-op calls (int8 at any length, float32 up to
+    FLOAT_PREFILL_MAX tokens) goes through it, 16 tokens a call, and writes the logits and cache of one-token steps
+    exactly; a longer float32 prompt stays on the per-op calls."""
+    dtype = torch.float32 if weights == "float" else torch.bfloat16
+    model = build("qwen2-gqa-bias-tied", dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
+    assert model.fused is not None
+    calls: list[int] = []
+    many = model.fused.many
+    model.fused.many = lambda tokens, kv, pos: calls.append(len(tokens)) or many(tokens, kv, pos)  # type: ignore[method-assign]
+    g = torch.Generator().manual_seed(9)
+    for length in (3, fused.FLOAT_PREFILL_MAX, 40):
+        tokens = torch.randint(0, model.args.vocab_size, (length,), generator=g)
+        one_kv = model.open_cache(length)
+        with torch.inference_mode():
+            one = torch.cat([model.forward_one(int(t), one_kv, i) for i, t in enumerate(tokens)])
+        calls.clear()
+        kv, rows_kv = model.open_cache(length), model.open_cache(length)
+        with torch.inference_mode():
+            last = model.forward(tokens, kv, 0)
+            rows = model.forward(tokens, rows_kv, 0, last_only=False)
+        assert kv.length == rows_kv.length == length
+        if weights == "int8" or length <= fused.FLOAT_PREFILL_MAX:
+            chunks = [16] * (length // 16) + ([length % 16] if length % 16 else [])
+            assert calls == chunks * 2, calls  # last_only and all rows
+            assert torch.equal(rows, one) and torch.equal(last, one[-1:]), length
+            assert torch.equal(kv.payload.data, one_kv.payload.data), length
+        else:
+            assert calls == [], calls
+            assert torch.allclose(rows, one, atol=1e-4), length
+
+
 def test_many_token_step_refuses_what_does_not_fit(compiled: None, monkeypatch: Any) -> None:
     model = build("odd-widths-head-dim", dtype=torch.float32, weights="float", fuse=True, monkeypatch=monkeypatch)
     assert model.fused is not None
