@@ -2,9 +2,13 @@
 message handed to `WaferlineProtocol.receive` (server/protocol.py), answers out through pygls' writer.
 
 This replaces pygls' own read loop (pygls/io_.py `run_async`), which ends the conversation at the first bad frame.
-Stdin is read in chunks on a daemon thread (with os.read), so the event loop never blocks on it and a blocked read
-never keeps the process from exiting; at most `QUEUED_CHUNKS` chunks wait for the loop, so a client that writes
-faster than the server reads is held back by the pipe rather than by the server's memory. A frame left incomplete
+Stdin that is a pipe, a socket or a terminal (what an editor gives) is read by the event loop itself, through
+asyncio's read-pipe transport (`PipeChunks`): each chunk costs one wake-up of the loop. Anything else (a file, a
+stream without a descriptor) is read on a daemon thread (`StdinChunks`, with os.read), so the event loop never
+blocks on it and a blocked read never keeps the process from exiting; handing a chunk from that thread to the loop
+costs two more wake-ups (0.6 ms against 0.4 for a round trip over pipes on the 2-core machine, 2026-12-02). Either
+way at most `QUEUED_CHUNKS` chunks wait for the loop, so a client that writes faster than the server reads is held
+back by the pipe rather than by the server's memory. A frame left incomplete
 is judged after `IDLE_S` seconds without input (see framing.py). The process's exit code is LSP's: 0 after
 `shutdown`, 1 without.
 """
@@ -15,6 +19,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import stat
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -108,6 +113,59 @@ class StdinChunks:
                 return
 
 
+class PipeChunks(asyncio.Protocol):
+    """Chunks of a pipe, socket or terminal, read by the event loop (asyncio's read-pipe transport), awaited like
+    `StdinChunks`; b"" at the end of input. Reading pauses while `QUEUED_CHUNKS` chunks wait."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self._transport: asyncio.ReadTransport | None = None
+        self._paused = self._ended = False
+
+    @staticmethod
+    def readable(stream: BinaryIO) -> bool:
+        """Whether `stream` is a descriptor the read-pipe transport takes."""
+        try:
+            mode = os.fstat(stream.fileno()).st_mode
+        except (AttributeError, OSError, ValueError):
+            return False
+        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+    async def start(self, stream: BinaryIO) -> None:
+        await asyncio.get_running_loop().connect_read_pipe(lambda: self, stream)
+
+    async def read(self) -> bytes:
+        data = await self._queue.get()
+        if self._paused and self._queue.qsize() < QUEUED_CHUNKS and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+        return data
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.ReadTransport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._queue.put_nowait(data)
+        if self._queue.qsize() >= QUEUED_CHUNKS and not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            log.info("stdin: %s", exc)
+        self._end()
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._queue.put_nowait(b"")
+
+
 def _reader(stream: BinaryIO) -> Callable[[int], bytes]:
     """A read of up to n bytes that returns what is there. On a file descriptor, os.read: a buffered reader's lock,
     held by a thread blocked in it, would abort the interpreter's shutdown ("could not acquire lock for <stdin>")."""
@@ -124,8 +182,14 @@ def serve_stdio(server: WaferlineServer, stdin: BinaryIO | None = None, stdout: 
     protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
 
     async def serve() -> None:
-        chunks = StdinChunks(stdin or sys.stdin.buffer, asyncio.get_running_loop())
-        await read_messages(chunks.read, protocol)
+        stream = stdin or sys.stdin.buffer
+        if PipeChunks.readable(stream):
+            pipe = PipeChunks()
+            await pipe.start(stream)
+            await read_messages(pipe.read, protocol)
+        else:
+            chunks = StdinChunks(stream, asyncio.get_running_loop())
+            await read_messages(chunks.read, protocol)
 
     return _run(server, serve())
 
