@@ -223,7 +223,7 @@ def generate(
         logprobs: list[float] = []
         ends: list[int] = []
         stop_logprob = None
-        spec = Verifier(session, drafter)
+        spec = Verifier(session, drafter, greedy=temperature <= 0)
         while len(tokens) < max_new_tokens:  # here `row` predicts the next token
             draft = spec.next_draft()
             if temperature <= 0:  # greedy: the argmax, drafted or not (`sample`, `sample_draft`)

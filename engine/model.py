@@ -304,13 +304,15 @@ class Transformer:
         self.device.kv_advance(kv, start + len(tokens))
         return logits
 
-    def row_stats(self, rows: Tensor) -> tuple[list[int], list[float], list[float]]:
+    def row_stats(self, rows: Tensor, until_miss: Sequence[int] = ()) -> tuple[list[int], list[float], list[float]]:
         """Per row of logits (n, vocab): the first index of its largest value (argmax), that value, and the row's
         logsumexp: what greedy decoding and the per-token log-probability need. One C call through the backend's
-        fused step where it has one (two torch calls cost ~20 µs a token), else torch."""
+        fused step where it has one (two torch calls cost ~20 µs a token), else torch. With `until_miss` (the draft
+        a k-token step verified, row i predicting until_miss[i]) the lists may end after the first row whose argmax
+        is not its draft id (greedy decoding reads no row after it)."""
         fast = step_row_stats(self.fused)
         if fast is not None and rows.dtype == torch.float32 and rows.is_contiguous() and rows.dim() == 2:
-            return fast(rows)
+            return fast(rows, until_miss)
         return torch_row_stats(rows)
 
     def exact_verify(self) -> bool:

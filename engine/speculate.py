@@ -232,22 +232,29 @@ def _rfind_aligned(buf: bytes | bytearray, pattern: bytes, end: int) -> int | No
 
 
 class Scored(NamedTuple):
-    """A row of logits with what greedy decoding and the per-token log-probability read from it."""
+    """Row `at` of logits `rows` (n, vocab) with what greedy decoding and the per-token log-probability read from
+    it. The row itself (`logits`) is indexed only when asked for: sampling asks, greedy decoding does not (indexing
+    a tensor costs about a microsecond, at a few microseconds of Python per token)."""
 
-    logits: Tensor  # (vocab,)
+    rows: Tensor
+    at: int
     top: int  # the first index of the largest logit (argmax)
     top_logit: float
     lse: float  # logsumexp of the row
 
+    @property
+    def logits(self) -> Tensor:  # (vocab,)
+        return self.rows[self.at]
+
     def logprob(self, token: int) -> float:
-        return (self.top_logit if token == self.top else float(self.logits[token])) - self.lse
+        return (self.top_logit if token == self.top else float(self.rows[self.at, token])) - self.lse
 
 
 def scored(model: Any, rows: Tensor) -> list[Scored]:
     """rows (n, vocab) of `model` (engine.model.Transformer), each with its argmax and logsumexp (`row_stats`: one
     C call on the fused CPU step, where torch takes two calls of ~10 µs per row)."""
     tops, maxes, lses = model.row_stats(rows)
-    return [Scored(rows[i], tops[i], maxes[i], lses[i]) for i in range(len(tops))]
+    return [Scored(rows, i, tops[i], maxes[i], lses[i]) for i in range(len(tops))]
 
 
 def sample_draft(
@@ -290,9 +297,10 @@ class Verifier:
     and the ds left are truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
     """
 
-    def __init__(self, session: Session, drafter: Drafter | None) -> None:
+    def __init__(self, session: Session, drafter: Drafter | None, *, greedy: bool = False) -> None:
         self.session = session
         self.drafter = drafter
+        self.greedy = greedy  # tokens are the argmax: a row after the first whose argmax is not its draft is unread
         self.draft: list[int] = []  # the last step's drafted ids
         self.left = 0  # of them, not yet taken nor dropped: draft[-left:]
         self._rows: Tensor | None = None  # the last step's logits, row i predicting what follows its i-th id
@@ -340,7 +348,7 @@ class Verifier:
             return scored(self.session.model, rows)[0]
         rows = self.session.verify([token, *draft])
         self._observe(1 + len(draft), t0)
-        self._rows, self._stats = rows, self.session.model.row_stats(rows)
+        self._rows, self._stats = rows, self.session.model.row_stats(rows, draft if self.greedy else ())
         self.draft, self.left = draft, len(draft)
         self.source, self.proposed, self.kept = source, len(draft), 0
         return self._row(0)
@@ -349,7 +357,7 @@ class Verifier:
         """Row i of the last k-token step, with its stats."""
         assert self._rows is not None
         tops, maxes, lses = self._stats
-        return Scored(self._rows[i], tops[i], maxes[i], lses[i])
+        return Scored(self._rows, i, tops[i], maxes[i], lses[i])
 
     def finish(self) -> None:
         """Generation ended: forget drafted tokens not taken (the cache holds the prompt and the kept tokens)."""

@@ -106,14 +106,16 @@ class Placement:
 # advances the cache (kv_advance), as after the per-op calls. A step may also offer `many(tokens, kv, position) ->
 # logits (T, vocab)` for T <= its `max_tokens` (the k tokens of a speculative draft, every weight read once, each row
 # equal to a one-token step's); the engine looks for it with `step_many` and otherwise makes the per-op calls, which
-# every backend has (`attend` takes T tokens), so a backend need not offer it. It may also offer `row_stats(rows) ->
-# (argmax, largest value, logsumexp)`, lists with one entry per row of float32 logits (n, vocab), which generation
-# reads for each token (`step_row_stats`; without it the engine asks torch). Its `prefill_max` says up to how many
+# every backend has (`attend` takes T tokens), so a backend need not offer it. It may also offer `row_stats(rows,
+# until_miss) -> (argmax, largest value, logsumexp)`, lists with one entry per row of float32 logits (n, vocab),
+# which generation reads for each token (`step_row_stats`; without it the engine asks torch); given `until_miss` (the
+# draft a k-token step verified, row i predicting until_miss[i]) it may stop after the first row whose argmax is not
+# its draft id, the last row greedy decoding reads. Its `prefill_max` says up to how many
 # prompt tokens `many` (called on at most `max_tokens` of them at a time) beats the per-op calls for a prefill: 0 (or
 # no such attribute) never, None any length (`step_prefill`).
 FusedStep = Callable[[int, "KVRef", int], Tensor]
 StepMany = Callable[[Sequence[int], "KVRef", int], Tensor]
-RowStats = Callable[[Tensor], tuple[list[int], list[float], list[float]]]
+RowStats = Callable[[Tensor, Sequence[int]], tuple[list[int], list[float], list[float]]]
 
 
 def step_many(step: FusedStep | None, n: int) -> StepMany | None:

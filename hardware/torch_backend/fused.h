@@ -71,6 +71,7 @@ void wl_attend_group(float *out, int64_t os, const float *q, int64_t qs, int64_t
 float wl_exp_shifted(float *v, int64_t n, float sub); /* v[i] = e^(v[i] - sub); returns their sum */
 void wl_silu_mul(float *h, int64_t n);                /* h[i] = silu(h[i]) * h[n + i] */
 /* per row: argmax, its value, logsumexp */
-void waferline_row_stats(const float *rows, int64_t n, int64_t vocab, int64_t *top, float *top_value, float *lse);
+int64_t waferline_row_stats(const float *rows, int64_t n, int64_t vocab, int64_t *top, float *top_value, float *lse,
+                            const int64_t *until_miss, int64_t n_until);
 
 #endif

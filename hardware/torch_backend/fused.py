@@ -148,8 +148,9 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_read.restype = ctypes.c_uint64
     lib.waferline_read.argtypes = [vp, vp, i64, i64]  # pointers, byte counts, how many, threads
     lib.waferline_pool_stats.argtypes = [vp]
-    lib.waferline_row_stats.restype = None
-    lib.waferline_row_stats.argtypes = [vp, i64, i64, vp, vp, vp]  # rows, n, vocab; out: argmax, max, logsumexp
+    lib.waferline_row_stats.restype = ctypes.c_int64  # rows done
+    lib.waferline_row_stats.argtypes = [vp, i64, i64, vp, vp, vp, vp, i64]  # rows, n, vocab; out: argmax, max,
+    # logsumexp; the draft the rows verify and its length (0: every row)
     lib.waferline_step_max_tokens.restype = ctypes.c_int64
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
@@ -178,7 +179,8 @@ class FusedStep:
     vocab: int
     max_tokens: int = 1  # tokens one call of `many` takes (the C file's STEP_MAX_TOKENS)
     prefill_max: int | None = 0  # prompt tokens up to which `many` beats the per-op calls (None: any; `build`)
-    _stats: tuple[Any, Any, Any] | None = None  # row_stats' output arrays
+    _stats: tuple[Any, ...] | None = None  # row_stats' output arrays and its draft's ids
+    _ids: Any = None  # many's token ids, a ctypes int64 array kept between calls (torch.tensor of a list: ~4 µs)
 
     def _cache(self, kv: KVRef) -> Tensor:
         cache = kv.payload
@@ -199,39 +201,46 @@ class FusedStep:
             raise ValueError(f"fused step refused token {token} at position {pos} (vocab {self.vocab}, cache {max_t})")
         return logits
 
-    def row_stats(self, rows: Tensor) -> tuple[list[int], list[float], list[float]]:
+    def row_stats(self, rows: Tensor, until_miss: Sequence[int] = ()) -> tuple[list[int], list[float], list[float]]:
         """Per row of `rows` (n, vocab) float32: the index of its first largest value (torch's argmax), that value,
         and the row's logsumexp, in one C call. Rows whose largest value is not finite (NaN, all -inf) get torch's
-        answers."""
+        answers. With `until_miss` (the draft the rows verify: row i predicting until_miss[i]) only the rows up to
+        the first whose argmax is not its draft id, which are all greedy decoding reads."""
         n = rows.shape[0]
         assert rows.dim() == 2 and rows.dtype == torch.float32 and rows.is_contiguous(), "float32 (n, vocab) rows"
+        n_until = min(len(until_miss), n - 1)
         if self._stats is None or len(self._stats[0]) < n:  # kept between calls: a ctypes array costs ~1 µs
-            self._stats = (
-                (ctypes.c_int64 * max(n, 16))(),
-                (ctypes.c_float * max(n, 16))(),
-                (ctypes.c_float * max(n, 16))(),
-            )
-        top, mx, lse = self._stats
-        self.lib.waferline_row_stats(rows.data_ptr(), n, rows.shape[1], top, mx, lse)
-        tops, maxes, lses = top[:n], mx[:n], lse[:n]
+            size = max(n, 16)
+            self._stats = tuple((t * size)() for t in (ctypes.c_int64, ctypes.c_float, ctypes.c_float, ctypes.c_int64))
+        top, mx, lse, draft = self._stats
+        if n_until:
+            draft[:n_until] = until_miss[:n_until]
+        done = self.lib.waferline_row_stats(rows.data_ptr(), n, rows.shape[1], top, mx, lse, draft, n_until)
+        tops, maxes, lses = top[:done], mx[:done], lse[:done]
         for i, t in enumerate(tops):
             if t < 0:
                 (tops[i],), (maxes[i],), (lses[i],) = torch_row_stats(rows[i : i + 1])
+        if done < n and tops[-1] == until_miss[done - 1]:  # torch's answer for a non-finite row held the draft
+            more = torch_row_stats(rows[done:])
+            tops, maxes, lses = tops + more[0], maxes + more[1], lses + more[2]
         return tops, maxes, lses
 
     def many(self, tokens: Sequence[int], kv: KVRef, pos: int) -> Tensor:
         data = self._cache(kv)
-        ids = torch.tensor(list(tokens), dtype=torch.int64)
-        logits = torch.empty(len(ids), self.vocab, dtype=torch.float32)
-        max_t = data.shape[3]
-        rc = self.lib.waferline_steps(
-            self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, ids.data_ptr(), len(ids),
-            pos, logits.data_ptr(), torch.get_num_threads(),
-        )  # fmt: skip
-        if rc != 0:
+        n, max_t = len(tokens), data.shape[3]
+        if 0 < n <= self.max_tokens:
+            if self._ids is None:
+                self._ids = (ctypes.c_int64 * self.max_tokens)()
+            self._ids[:n] = tokens
+            logits = torch.empty(n, self.vocab, dtype=torch.float32)
+            rc = self.lib.waferline_steps(
+                self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, self._ids, n, pos,
+                logits.data_ptr(), torch.get_num_threads(),
+            )  # fmt: skip
+        if not 0 < n <= self.max_tokens or rc != 0:
             raise ValueError(
-                f"fused step refused {len(ids)} tokens at position {pos} (at most {self.max_tokens}, vocab "
-                f"{self.vocab}, cache {max_t})"
+                f"fused step refused {n} tokens at position {pos} (at most {self.max_tokens}, vocab {self.vocab}, "
+                f"cache {max_t})"
             )
         return logits
 

@@ -80,10 +80,16 @@ float wl_exp_shifted(float *restrict v, int64_t n, float sub) {
 
 /* Per row of logits (n rows of `vocab`): the first index of its largest value, that value, and log(sum(e^v)),
  * which greedy decoding and the per-token log-probability need (two torch calls cost ~20 µs a token; this, a few).
- * A row whose largest value is not finite (NaN, or every value -inf) gets index -1: the caller asks torch. */
-void waferline_row_stats(const float *restrict rows, int64_t n, int64_t vocab, int64_t *restrict top,
-                         float *restrict top_value, float *restrict lse) {
+ * A row whose largest value is not finite (NaN, or every value -inf) gets index -1: the caller asks torch. With
+ * `until_miss` (n_until ids: the draft a k-token step verified, row r predicting until_miss[r]), it stops after the
+ * first row whose index differs from its draft id, as greedy decoding reads no row after that one. Returns the rows
+ * done. */
+int64_t waferline_row_stats(const float *restrict rows, int64_t n, int64_t vocab, int64_t *restrict top,
+                            float *restrict top_value, float *restrict lse, const int64_t *restrict until_miss,
+                            int64_t n_until) {
     for (int64_t r = 0; r < n; r++) {
+        if (r > 0 && r <= n_until && top[r - 1] != until_miss[r - 1])
+            return r; /* greedy decoding ends the draft at row r - 1: the rows after it are never read */
         const float *v = rows + r * vocab;
         float mx = -INFINITY;
         int64_t i = 0, at = -1;
@@ -128,6 +134,7 @@ void waferline_row_stats(const float *restrict rows, int64_t n, int64_t vocab, i
         top_value[r] = mx;
         lse[r] = mx + logf(sum);
     }
+    return n;
 }
 
 void wl_silu_mul(float *restrict h, int64_t n) {

@@ -82,6 +82,26 @@ def test_packed_product_gives_the_row_layouts_logits_bit_for_bit(shape: str, com
     torch.set_num_threads(1)
 
 
+def test_row_stats_for_a_greedy_draft_stop_after_its_first_miss(compiled: None, monkeypatch: Any) -> None:
+    """Given the draft the rows verify (row i predicting draft[i]), row_stats stop after the first row whose argmax
+    is not its draft id, with the same answers as without the draft up to there; a row that is not finite gets
+    torch's answer, and where that holds the draft, the rows after it are read too."""
+    model = build("qwen2-gqa-bias", packed=True, monkeypatch=monkeypatch)
+    assert model.fused is not None
+    rows = torch.randn(6, 300, generator=torch.Generator().manual_seed(2)) * 5
+    full = model.fused.row_stats(rows)
+    tops = full[0]
+    held = [tops[0], tops[1], (tops[2] + 1) % 300, tops[3], tops[4]]  # the third drafted id misses
+    assert model.fused.row_stats(rows, held) == tuple(x[:3] for x in full)
+    assert model.fused.row_stats(rows, tops[:5]) == full  # every drafted id holds: every row
+    assert model.fused.row_stats(rows, [(tops[0] + 1) % 300]) == tuple(x[:1] for x in full)
+    assert model.row_stats(rows, held) == tuple(x[:3] for x in full)
+    nan = rows.clone()
+    nan[1, 0] = math.nan  # torch's argmax of this row is 0, the NaN
+    got = model.fused.row_stats(nan, [tops[0], 0, tops[2], tops[3], tops[4]])
+    assert got[0] == [tops[0], 0, *tops[2:]] and len(got[2]) == 6 and math.isnan(got[2][1])
+
+
 def test_row_stats_match_torch_and_hand_odd_rows_to_it(compiled: None, monkeypatch: Any) -> None:
     model = build("qwen2-gqa-bias", packed=True, monkeypatch=monkeypatch)
     assert model.fused is not None
