@@ -45,13 +45,20 @@ def test_a_layer_pair_converts_cycles_at_the_wafers_clock_and_a_decode_pair_proj
 
 
 def test_the_waferllm_pairs_time_the_shapes_its_artifact_times():
-    """Decode/WSE-2/model_config/{llama8B,qwen72B}_4k_1_720.json: one head as wide as the model, a 4,320 cache."""
+    """Decode/WSE-2/model_config/{llama8B,qwen72B}_4k_1_720.json: one head as wide as the model, a 4,320 cache; and
+    the WSE-3 weak-scaling runs' shapes, whose published figure is cycles a layer."""
     shapes = {p.model: resolve(p.model).args for p in PAIRS if p.kind == "layer"}
     assert {m: (a.dim, a.n_heads, a.head_dim, a.intermediate_size, a.n_layers) for m, a in shapes.items()} == {
         "waferllm-llama3-8b": (4320, 1, 4320, 14400, 32),
         "waferllm-qwen2-72b": (8640, 1, 8640, 30240, 80),
+        "waferllm-weak-240": (2160, 1, 2160, 7200, 32),  # Decode/WSE-3/model_config/llama8B_weak_1_240.json
+        "waferllm-weak-360": (3240, 1, 3240, 10800, 32),
     }
-    assert {p.context + 1 for p in PAIRS if p.kind == "layer"} == {4320}
+    assert {p.model: p.context + 1 for p in PAIRS if p.kind == "layer"} == {
+        "waferllm-llama3-8b": 4320, "waferllm-qwen2-72b": 4320, "waferllm-weak-240": 2160, "waferllm-weak-360": 3240,
+    }  # fmt: skip
+    weak = {p.model: p.published_tok_s * 32 for p in PAIRS if "weak" in p.model}  # cycles a layer, at 1.1 GHz
+    assert weak == pytest.approx({"waferllm-weak-240": 1.1e9 / 19546.034, "waferllm-weak-360": 1.1e9 / 22029.114})
     assert {get_spec(p.wafer).clock_hz for p in PAIRS if p.kind == "layer"} == {1.1e9}  # WaferLLM's conversion
 
 

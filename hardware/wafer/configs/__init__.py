@@ -9,7 +9,9 @@ times to publish its Llama3-8B and Qwen2-72B decode speeds, from its artifact's 
 llama8B_4k_1_720.json` and `qwen72B_4k_1_720.json` (dim 4320 and 8640 padded to a multiple of the 720-core grid, one
 attention head as wide as the model with full-width keys and values, FFN 14400 and 30240, no biases, a cache of 4320
 positions), so that the validation compares like with like (docs/wafer-validation.md). Their vocabularies are the
-models'.
+models'. `waferllm-weak-240` and `waferllm-weak-360` are the shapes of its WSE-3 weak-scaling profiling runs
+(`Decode/WSE-3/model_config/llama8B_weak_1_{240,360}.json`: dim 2160 and 3240, FFN 7200 and 10800, one head as wide
+as the model, caches of 2160 and 3240 positions, 32 layers).
 """
 
 from __future__ import annotations
