@@ -227,7 +227,7 @@ class FusedStep:
 
     def many(self, tokens: Sequence[int], kv: KVRef, pos: int) -> Tensor:
         data = self._cache(kv)
-        n, max_t = len(tokens), data.shape[3]
+        n, max_t, rc = len(tokens), data.shape[3], -1
         if 0 < n <= self.max_tokens:
             if self._ids is None:
                 self._ids = (ctypes.c_int64 * self.max_tokens)()
@@ -237,7 +237,7 @@ class FusedStep:
                 self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, self._ids, n, pos,
                 logits.data_ptr(), torch.get_num_threads(),
             )  # fmt: skip
-        if not 0 < n <= self.max_tokens or rc != 0:
+        if rc != 0:
             raise ValueError(
                 f"fused step refused {n} tokens at position {pos} (at most {self.max_tokens}, vocab {self.vocab}, "
                 f"cache {max_t})"
