@@ -110,9 +110,9 @@ class Placement:
 # until_miss) -> (argmax, largest value, logsumexp)`, lists with one entry per row of float32 logits (n, vocab),
 # which generation reads for each token (`step_row_stats`; without it the engine asks torch); given `until_miss` (the
 # draft a k-token step verified, row i predicting until_miss[i]) it may stop after the first row whose argmax is not
-# its draft id, the last row greedy decoding reads. Its `prefill_max` says up to how many
-# prompt tokens `many` (called on at most `max_tokens` of them at a time) beats the per-op calls for a prefill: 0 (or
-# no such attribute) never, None any length (`step_prefill`).
+# its draft id, the last row greedy decoding reads. Its `prefill_max` says up to how many prompt tokens `many`
+# (called on at most `max_tokens` of them at a time) beats the per-op calls for a prefill: 0 (or no such attribute)
+# never, None any length (`step_prefill`).
 FusedStep = Callable[[int, "KVRef", int], Tensor]
 StepMany = Callable[[Sequence[int], "KVRef", int], Tensor]
 RowStats = Callable[[Tensor, Sequence[int]], tuple[list[int], list[float], list[float]]]

@@ -120,7 +120,7 @@ class PipeChunks(asyncio.Protocol):
     def __init__(self) -> None:
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._transport: asyncio.ReadTransport | None = None
-        self._paused = self._ended = False
+        self._ended = False
 
     @staticmethod
     def readable(stream: BinaryIO) -> bool:
@@ -136,9 +136,9 @@ class PipeChunks(asyncio.Protocol):
 
     async def read(self) -> bytes:
         data = await self._queue.get()
-        if self._paused and self._queue.qsize() < QUEUED_CHUNKS and self._transport is not None:
-            self._paused = False
-            self._transport.resume_reading()
+        t = self._transport
+        if t is not None and not t.is_reading() and self._queue.qsize() < QUEUED_CHUNKS:  # a no-op once closed
+            t.resume_reading()
         return data
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -147,8 +147,7 @@ class PipeChunks(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._queue.put_nowait(data)
-        if self._queue.qsize() >= QUEUED_CHUNKS and not self._paused and self._transport is not None:
-            self._paused = True
+        if self._queue.qsize() >= QUEUED_CHUNKS and self._transport is not None and self._transport.is_reading():
             self._transport.pause_reading()
 
     def eof_received(self) -> bool:
@@ -183,13 +182,13 @@ def serve_stdio(server: WaferlineServer, stdin: BinaryIO | None = None, stdout: 
 
     async def serve() -> None:
         stream = stdin or sys.stdin.buffer
+        chunks: PipeChunks | StdinChunks
         if PipeChunks.readable(stream):
-            pipe = PipeChunks()
-            await pipe.start(stream)
-            await read_messages(pipe.read, protocol)
+            chunks = PipeChunks()
+            await chunks.start(stream)
         else:
             chunks = StdinChunks(stream, asyncio.get_running_loop())
-            await read_messages(chunks.read, protocol)
+        await read_messages(chunks.read, protocol)
 
     return _run(server, serve())
 

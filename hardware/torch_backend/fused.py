@@ -69,7 +69,7 @@ PACK_LIMIT_BYTES = 64 << 20
 # 8 tokens per read of the weights: 16 tokens at 100 cached positions 0.9 ms against 4.4 per-op for the shipped model,
 # 256 tokens 12.8 against 47; the 0.5B shape 64 tokens 0.39 s against 0.99), float32 up to this many tokens (its
 # products read the weights once per token: 8 tokens 1.8 ms against 2.4, 16 tokens 2.95 against 2.7). Measured
-# 2026-12-02, one thread, docs/benchmarks-decode.md ("Prefill through the fused step").
+# 2026-12-02, one thread, docs/engine.md ("Prefill through the fused step").
 FLOAT_PREFILL_MAX = 8
 KV_F32, KV_BF16 = 0, 1
 
