@@ -68,3 +68,40 @@ def test_validate_lists_every_pair(capsys):
     assert [(r["model"], r["published_tok_s"]) for r in rows] == [(p.model, p.published_tok_s) for p in PAIRS]
     assert all(r["predicted_tok_s"] > 0 and r["error"] == pytest.approx(r["predicted_tok_s"] /
                r["published_tok_s"] - 1) for r in rows)  # fmt: skip
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+@pytest.mark.parametrize("rate", [0.0, 0.3, 0.73, 0.99])
+def test_the_implied_acceptance_yields_the_tokens_it_was_solved_for(k, rate):
+    from waferline.cli.emulate_speculate import expected_tokens
+    from waferline.cli.emulate_validate import solve_acceptance
+
+    solved = solve_acceptance(k, expected_tokens(k, rate))
+    assert solved == pytest.approx(rate, abs=1e-9)
+
+
+def test_no_acceptance_yields_more_than_every_drafted_token_and_the_targets_own():
+    from waferline.cli.emulate_validate import solve_acceptance
+
+    assert solve_acceptance(4, 5.0) == pytest.approx(1.0)
+    assert solve_acceptance(4, 5.01) is None
+    assert solve_acceptance(4, 0.8) == 0.0  # one token a step needs no drafted token accepted
+
+
+def test_an_under_predicted_figure_is_read_as_tokens_per_verification_step():
+    """A published figure above the one-token prediction: the tokens a k-token verification step would have to
+    yield are the figure times that step's modeled time; a figure within the target asks nothing of speculation."""
+    from waferline.cli.emulate_speculate import speculate
+    from waferline.cli.emulate_validate import DRAFT_LENGTHS
+
+    margs, spec = resolve("tiny").args, get_spec("mini-32x32")
+    planned = plan(margs, spec, torch.float16, 64, wafers=None, spill=False)
+    one = planned.device.report().tok_s
+    row = predict(Pair("tiny", "mini-32x32", 3 * one, "TEST", "decode", 64))
+    assert row["error"] == pytest.approx(-2 / 3)
+    implied = row["implied_acceptance"]
+    assert list(implied) == [str(k) for k in DRAFT_LENGTHS]
+    for k in DRAFT_LENGTHS:
+        verify_s = speculate(planned, margs, torch.float16, 64, k, 0.0)["verify_s"]
+        assert implied[str(k)]["tokens_per_step"] == pytest.approx(3 * one * verify_s)
+    assert "implied_acceptance" not in predict(Pair("tiny", "mini-32x32", one, "TEST", "decode", 64))
