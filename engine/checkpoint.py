@@ -212,14 +212,14 @@ def args_from_config(cfg: Mapping[str, Any], path: Path | str = "config.json") -
         raise CheckpointError(
             f"{path}: unsupported architecture model_type={model_type!r} (architectures {cfg.get('architectures')}); "
             f"waferline runs {', '.join(MODEL_TYPES)} (Llama, CodeLlama, DeepSeek-Coder, Qwen2, "
-            f"Qwen2.5-Coder)"
+            f"Qwen2.5-Coder, Qwen3)"
         )
     unsupported = {
         "hidden_act": (cfg.get("hidden_act", "silu") != "silu", "only silu (SwiGLU) is implemented"),
         "mlp_bias": (bool(cfg.get("mlp_bias")), "MLP biases are not implemented"),
         "attention_bias": (
-            model_type == "llama" and bool(cfg.get("attention_bias")),
-            "a llama with attention_bias also has an o_proj bias, which is not implemented",
+            model_type in ("llama", "qwen3") and bool(cfg.get("attention_bias")),
+            f"a {model_type} with attention_bias also has an o_proj bias, which is not implemented",
         ),
         "use_sliding_window": (bool(cfg.get("use_sliding_window")), "sliding-window attention is not implemented"),
         "layer_types": (

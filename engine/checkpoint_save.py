@@ -46,8 +46,10 @@ def save_checkpoint(
     directory = Path(directory)
     if directory.exists() and not overwrite and (not directory.is_dir() or any(directory.iterdir())):
         raise CheckpointError(f"{directory} already exists and is not empty (pass overwrite=True to replace it)")
-    if args.model_type == "llama" and args.qkv_bias:
-        raise CheckpointError("a llama config cannot express q/k/v biases without an o_proj bias; use qwen2")
+    if args.model_type in ("llama", "qwen3") and args.qkv_bias:
+        raise CheckpointError(
+            f"a {args.model_type} config cannot express q/k/v biases without an o_proj bias; use qwen2"
+        )
     tensors = checked_state_dict(args, state_dict, None if dtype is None else parse_dtype(dtype))
     saved_dtype = next(iter(tensors.values())).dtype
 

@@ -1,4 +1,4 @@
-"""The Hugging Face layout of a Llama/Qwen2 checkpoint, mapped to and from the engine's model (engine/model.py).
+"""The Hugging Face layout of a Llama/Qwen2/Qwen3 checkpoint, mapped to and from the engine's model (engine/model.py).
 
 config.json's fields to `ModelArgs` and back; the tensor names and shapes a checkpoint of a config holds; those
 tensors turned into the ones the model places (`from_hf`: renamed, with q/k/v and gate/up fused per layer); and
@@ -16,7 +16,8 @@ from torch import Tensor
 
 from waferline.engine.model import MODEL_TYPES, ModelArgs
 
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}  # model_type -> config's architectures
+# model_type -> config's architectures
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 assert set(ARCHITECTURES) == set(MODEL_TYPES), "every model type the decoder runs has its Hugging Face class"
 
 
@@ -71,8 +72,9 @@ def hf_config(args: ModelArgs) -> dict[str, Any]:
         "hidden_act": "silu",
         "head_dim": args.head_dim,
     }
-    if args.model_type == "llama":
+    if args.model_type in ("llama", "qwen3"):
         cfg["attention_bias"] = args.qkv_bias
+    if args.model_type == "llama":
         cfg["mlp_bias"] = False
     return cfg
 
@@ -88,6 +90,8 @@ def hf_weight_names(args: ModelArgs) -> Iterator[str]:
             yield f"{p}self_attn.{proj}.weight"
         if args.qkv_bias:
             yield from (f"{p}self_attn.{proj}.bias" for proj in ("q_proj", "k_proj", "v_proj"))
+        if args.qk_norm:
+            yield from (p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight")
         for proj in ("gate_proj", "up_proj", "down_proj"):
             yield f"{p}mlp.{proj}.weight"
     yield "model.norm.weight"
@@ -102,6 +106,8 @@ def hf_weight_shape(args: ModelArgs, name: str) -> tuple[int, ...]:
     leaf = name.rsplit(".", 2)[-2] if name.endswith((".weight", ".bias")) else name
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
         return (args.vocab_size, d)
+    if name.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")):
+        return (h,)  # one head's width: each head is normalised on its own
     if name.endswith("norm.weight"):
         return (d,)
     out_in = {
@@ -124,6 +130,8 @@ _LAYER_SIMPLE = {
     "post_attention_layernorm.weight": "mlp_norm",
     "self_attn.o_proj.weight": "o",
     "mlp.down_proj.weight": "down",
+    "self_attn.q_norm.weight": "q_norm",
+    "self_attn.k_norm.weight": "k_norm",
 }
 _LAYER_FUSED = {
     "qkv": [f"self_attn.{x}_proj.weight" for x in "qkv"],

@@ -1,4 +1,4 @@
-"""One transformer definition for the Llama family and Qwen2, written against the hardware Device seam.
+"""One transformer definition for the Llama family, Qwen2 and Qwen3, written against the hardware Device seam.
 
 The model never asks which hardware it is on: it places its weights on a `Device` once and calls that device's
 per-token operations. It knows its own tensors (`weight_shapes`), not a checkpoint's: engine/hf.py maps Hugging Face
@@ -28,12 +28,12 @@ from waferline.hardware.device import (
     torch_row_stats,
 )
 
-MODEL_TYPES = ("llama", "qwen2")  # config.json's model_type of the families this decoder runs
+MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type of the families this decoder runs
 
 
 @dataclass(kw_only=True)
 class ModelArgs:
-    model_type: str = "llama"  # "llama" or "qwen2"
+    model_type: str = "llama"  # "llama", "qwen2" or "qwen3"
     vocab_size: int = 8192
     dim: int = 256  # hidden_size
     n_layers: int = 4
@@ -70,9 +70,14 @@ class ModelArgs:
         if self.qkv_bias:
             attn += (self.n_heads + 2 * self.n_kv_heads) * h
         mlp = 3 * d * self.intermediate_size
-        per_layer = attn + mlp + 2 * d
+        per_layer = attn + mlp + 2 * d + (2 * h if self.qk_norm else 0)
         embed = self.vocab_size * d * (1 if self.tie_embeddings else 2)
         return self.n_layers * per_layer + embed + d
+
+    @property
+    def qk_norm(self) -> bool:
+        """Whether each query and key head is RMS-normalised before the rotary embedding (Qwen3)."""
+        return self.model_type == "qwen3"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,6 +153,8 @@ def weight_shapes(args: ModelArgs) -> dict[str, tuple[int, ...]]:
         shapes.update({p + "attn_norm": (d,), p + "qkv": (qkv, d)})
         if args.qkv_bias:
             shapes[p + "qkv_bias"] = (qkv,)
+        if args.qk_norm:
+            shapes.update({p + "q_norm": (h,), p + "k_norm": (h,)})
         layer = {"o": (d, args.n_heads * h), "mlp_norm": (d,), "gate_up": (2 * inter, d), "down": (d, inter)}
         shapes.update({p + key: shape for key, shape in layer.items()})
     shapes["norm"] = (d,)
@@ -160,11 +167,12 @@ def weight_shapes(args: ModelArgs) -> dict[str, tuple[int, ...]]:
 ROLES = {
     "embedding": "embedding", "lm_head": "linear", "norm": "norm", "attn_norm": "norm", "mlp_norm": "norm",
     "qkv": "linear", "qkv_bias": "bias", "o": "linear", "gate_up": "linear", "down": "linear",
+    "q_norm": "norm", "k_norm": "norm",
 }  # fmt: skip
 
 
 class Transformer:
-    """A Llama/Qwen2 decoder whose weights live on a Device; forward() runs one chunk of one sequence."""
+    """A Llama/Qwen2/Qwen3 decoder whose weights live on a Device; forward() runs one chunk of one sequence."""
 
     def __init__(self, args: ModelArgs, device: Device) -> None:
         self.args = args
@@ -249,7 +257,8 @@ class Transformer:
         for i, layer in enumerate(self.layers):
             h = dev.rms_norm(x, layer.attn_norm, eps)
             qkv = dev.linear(h, layer.qkv, layer.qkv_bias).view(T, H + 2 * KVH, D)  # heads: H query, KVH key, KVH value
-            qk = dev.rotary(qkv[:, : H + KVH], cos, sin, start)  # (T, H + KVH, D)
+            qk = qkv[:, : H + KVH] if layer.q_norm is None else self._norm_heads(qkv, layer, T)
+            qk = dev.rotary(qk, cos, sin, start)  # (T, H + KVH, D)
             q, k = qk.split_with_sizes((H, KVH), dim=1)  # (T, H, D), (T, KVH, D); a C++ call, unlike split()
             v = qkv[:, H + KVH :]
             if one_by_one and T > 1:
@@ -265,6 +274,14 @@ class Transformer:
         if last_only:
             x = x[-1:]
         return dev.linear(dev.rms_norm(x, self.norm, eps), self.lm_head)  # (1 or T, vocab)
+
+    def _norm_heads(self, qkv: Tensor, layer: LayerWeights, T: int) -> Tensor:
+        """Qwen3's per-head RMSNorm of the queries and keys (T, H + KVH, D), each head as one row of D values."""
+        H, KVH, D, dev = self.args.n_heads, self.args.n_kv_heads, self.args.head_dim, self.device
+        assert layer.q_norm is not None and layer.k_norm is not None
+        q = dev.rms_norm(qkv[:, :H].reshape(T * H, D), layer.q_norm, self.args.norm_eps)
+        k = dev.rms_norm(qkv[:, H : H + KVH].reshape(T * KVH, D), layer.k_norm, self.args.norm_eps)
+        return torch.cat((q.reshape(T, H, D), k.reshape(T, KVH, D)), dim=1)
 
     def _forward_many(self, many: StepMany, tokens: list[int], kv: KVRef, start: int, *, last_only: bool) -> Tensor:
         """`forward` through the fused k-token step, at most its `max_tokens` tokens a call."""

@@ -69,6 +69,8 @@ class LayerWeights:
     mlp_norm: WeightRef
     gate_up: WeightRef  # fused (2 * inter, dim)
     down: WeightRef
+    q_norm: WeightRef | None = None  # Qwen3: RMSNorm of each query head (head_dim,), before the rotary embedding
+    k_norm: WeightRef | None = None  # ... and of each key head
 
 
 @dataclass(kw_only=True)

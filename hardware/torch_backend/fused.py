@@ -252,6 +252,8 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     if dtype not in (torch.float32, torch.bfloat16) or (weights == "float" and dtype != torch.float32):
         # bfloat16 float weights are packed for oneDNN, float16 has no kernel here
         return f"it runs float32 and int8 weights, not {str(dtype).removeprefix('torch.')}"
+    if any(layer.q_norm is not None for layer in plan.layers):
+        return "it has no per-head query/key norms (Qwen3)"
     lib = library()
     if lib is None:
         return f"it could not be compiled ({_library_error})"

@@ -46,7 +46,12 @@ CASES: dict[str, dict[str, Any]] = {
     "llama-wide-head-dim": dict(model_type="llama", n_heads=4, n_kv_heads=1, head_dim=32, rope_theta=10000.0),
     "qwen2-gqa-bias-tied": dict(model_type="qwen2", n_heads=4, n_kv_heads=2, tie_embeddings=True, rope_theta=1e6),
     "qwen2-mqa-bias-untied": dict(model_type="qwen2", n_heads=4, n_kv_heads=1, tie_embeddings=False, rope_theta=1e4),
+    "qwen3-gqa-untied": dict(model_type="qwen3", n_heads=4, n_kv_heads=2, tie_embeddings=False, rope_theta=1e6),
+    "qwen3-mqa-tied-wide-head-dim": dict(
+        model_type="qwen3", n_heads=4, n_kv_heads=1, head_dim=32, tie_embeddings=True, rope_theta=1e6,
+    ),
 }  # fmt: skip
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
 def greedy_waferline(lm: LoadedModel, prompt: list[int], n: int) -> list[int]:
@@ -79,7 +84,7 @@ def load_both(path: Path) -> tuple[LoadedModel, Any]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_logits_and_greedy_tokens_match_transformers(write_checkpoint: WriteCheckpoint, case: str) -> None:
     ours, theirs = load_both(write_checkpoint(case, seed=zlib.crc32(case.encode()), **CASES[case]))
-    assert type(theirs).__name__ == {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[ours.args.model_type]
+    assert type(theirs).__name__ == ARCHITECTURES[ours.args.model_type]
     prompt = ours.tokenizer.encode(PROMPT)
     assert len(prompt) > LLAMA3_SCALING["original_max_position_embeddings"]
 
@@ -104,7 +109,7 @@ def test_rope_scaling_is_exercised(write_checkpoint: WriteCheckpoint, scaling: d
     assert not torch.allclose(a[-1], b[-1], atol=1e-3)
 
 
-@pytest.mark.parametrize("model_type", ["llama", "qwen2"])
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3"])
 def test_loads_what_transformers_saves(tmp_path: Path, bpe_tokenizer: Tokenizer, model_type: str) -> None:
     # save_pretrained writes today's config format (rope_parameters, dtype, layer_types), not ours
     shape = dict(
@@ -113,10 +118,15 @@ def test_loads_what_transformers_saves(tmp_path: Path, bpe_tokenizer: Tokenizer,
     )  # fmt: skip
     if model_type == "llama":
         config = transformers.LlamaConfig(**shape, rope_theta=500000.0, rope_scaling=LLAMA3_SCALING)
-    else:
+    elif model_type == "qwen2":
         config = transformers.Qwen2Config(**shape, tie_word_embeddings=True, rope_theta=1e6)
+    else:  # head_dim wider than hidden_size / heads, as Qwen3's are (128 with 5,120 / 64 in the 32B)
+        config = transformers.Qwen3Config(**shape, head_dim=32, tie_word_embeddings=False, rope_theta=1e6)
     torch.manual_seed(0)
     theirs = transformers.AutoModelForCausalLM.from_config(config).eval()
+    for name, t in theirs.named_parameters():  # transformers sets norms to 1: make Qwen3's per-head ones tell apart
+        if name.endswith(("q_norm.weight", "k_norm.weight")):
+            torch.nn.init.uniform_(t, 0.5, 1.5)
     theirs.save_pretrained(tmp_path)
     (tmp_path / "tokenizer.json").write_text(bpe_tokenizer.to_str())
 
