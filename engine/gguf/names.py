@@ -3,8 +3,8 @@
 GGUF names a tensor `blk.{i}.attn_q.weight` where Hugging Face names it `model.layers.{i}.self_attn.q_proj.weight`.
 llama.cpp runs a "llama" architecture's rotary embedding on interleaved pairs of each head's dimensions, where
 Hugging Face checkpoints rotate the two halves of each head, so llama.cpp's converter reorders the rows of the q
-and k projections (and `to_gguf_rows`/`from_gguf_rows` here do the same and its inverse). A "qwen2" file keeps the
-Hugging Face order: llama.cpp rotates halves for that architecture.
+and k projections (and `to_gguf_rows`/`from_gguf_rows` here do the same and its inverse). A "qwen2" or "qwen3" file
+keeps the Hugging Face order: llama.cpp rotates halves for those architectures.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import Tensor
 from waferline.engine.model import ModelArgs, rope_frequencies
 
 # model_type (config.json) <-> general.architecture (GGUF)
-ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
 
 _TOP = {
     "model.embed_tokens.weight": "token_embd.weight",
@@ -33,6 +33,8 @@ _LAYER = {
     "self_attn.q_proj.bias": "attn_q.bias",
     "self_attn.k_proj.bias": "attn_k.bias",
     "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",  # Qwen3's per-head norms
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",

@@ -95,7 +95,7 @@ def model_args(f: GgufFile) -> ModelArgs:
     if model_type is None:
         raise CheckpointError(
             f"{f.path}: architecture {arch!r} is not supported; waferline runs {', '.join(ARCHITECTURES.values())} "
-            f"(Llama, CodeLlama, DeepSeek-Coder, Qwen2, Qwen2.5-Coder)"
+            f"(Llama, CodeLlama, DeepSeek-Coder, Qwen2, Qwen2.5-Coder, Qwen3)"
         )
     k = f"{arch}."
     n_heads = int(f.require(k + "attention.head_count"))

@@ -32,13 +32,12 @@ from typing import Any
 
 import pytest
 import tokenizers
+from random_weights import scaled_state  # tests/support
 from tokenizers import decoders, models, pre_tokenizers, trainers
-import torch
 from torch import Tensor
 
 from waferline.engine.checkpoint import LoadedModel, load_model
 from waferline.engine.checkpoint_save import save_checkpoint
-from waferline.engine.hf import init_random
 from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import WAFERLINE_SPECIAL_TOKENS, Tokenizer, byte_fallback_tokenizer
 
@@ -116,16 +115,8 @@ def make_tiny_args(model_type: str = "qwen2", **overrides: Any) -> ModelArgs:
 
 
 def make_random_state(args: ModelArgs, *, seed: int = 0, weight_scale: float = 5.0) -> dict[str, Tensor]:
-    """init_random's weights with every non-norm tensor scaled by weight_scale (norms stay at 1, but Qwen3's per-head
-    query and key norms get unequal ramps, so that a test sees them applied, each to its own heads)."""
-    state = init_random(args, seed=seed)
-    ramp = torch.linspace(0.5, 1.5, args.head_dim)
-    per_head = {"self_attn.q_norm.weight": ramp, "self_attn.k_norm.weight": ramp.flip(0)}
-    out = {}
-    for k, v in state.items():
-        leaf = k.split(".", 3)[-1]
-        out[k] = per_head[leaf].clone() if leaf in per_head else v if k.endswith("norm.weight") else v * weight_scale
-    return out
+    """init_random's weights with every non-norm tensor scaled by weight_scale (tests/support/random_weights.py)."""
+    return scaled_state(args, seed=seed, weight_scale=weight_scale)
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ import gguf
 import numpy as np
 import pytest
 import torch
+from random_weights import scaled_state  # tests/support
 
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, CheckpointError, LoadedModel, load_model
 from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.generate import generate
 from waferline.engine.gguf.names import from_gguf_rows, to_gguf_rows
 from waferline.engine.gguf.write import export_gguf
-from waferline.engine.hf import init_random
 from waferline.engine.kvcache import Session
 from waferline.engine.model import ModelArgs
 
@@ -59,8 +59,8 @@ def test_a_directory_holding_one_gguf_file_loads(tmp_path: Path) -> None:
     assert load_model(tmp_path).name == "only"
 
 
-@pytest.mark.parametrize("model_type", ["llama", "qwen2"])
-def test_both_architectures_round_trip(model_type: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3"])
+def test_every_architecture_round_trips(model_type: str, tmp_path: Path) -> None:
     src = random_model(tmp_path / f"{model_type}-src", model_type)
     out = export_gguf(src, tmp_path / f"{model_type}.gguf", "f32")
     reader = gguf.GGUFReader(out)
@@ -143,7 +143,7 @@ def random_model(path: Path, model_type: str) -> Path:
         model_type=model_type, vocab_size=8192, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=128,
         max_seq_len=256, qkv_bias=model_type == "qwen2", tie_embeddings=model_type == "qwen2", norm_eps=1e-6,
     )  # fmt: skip
-    state = {k: v if k.endswith("norm.weight") else v * 5 for k, v in init_random(args, seed=1).items()}
+    state = scaled_state(args, seed=1)
     tokenizer = (DEFAULT_MODEL_DIR / "tokenizer.json").read_text(encoding="utf-8")
     return save_checkpoint(path, args, state, tokenizer_json=tokenizer, fim_template="waferline")
 

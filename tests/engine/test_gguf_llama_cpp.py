@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from llama_cpp_support import llama_cpp_bin, llama_server, post  # tests/support (on sys.path: tests/conftest.py)
+from random_weights import scaled_state  # tests/support
 
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, LoadedModel, load_model
 from waferline.engine.checkpoint_save import save_checkpoint
 from waferline.engine.generate import generate
 from waferline.engine.gguf.write import export_gguf
-from waferline.engine.hf import init_random
 from waferline.engine.kvcache import Session
 from waferline.engine.model import ModelArgs
 
@@ -91,16 +91,20 @@ def test_llama_cpp_infill_uses_the_fim_tokens_of_the_file(shipped_f32: tuple[Pat
     assert post(url + "/infill", body)["tokens"][: len(mine)] == mine
 
 
-def test_a_llama_architecture_file_runs_the_same_in_llama_cpp(gguf_dir: Path) -> None:
-    """Checks the q/k row order llama.cpp expects for the llama architecture (Qwen2 files keep Hugging Face's)."""
-    args = ModelArgs(model_type="llama", vocab_size=8192, dim=128, n_layers=2, n_heads=4, n_kv_heads=2,
-                     intermediate_size=256, max_seq_len=1024, norm_eps=1e-5, rope_theta=10000.0)  # fmt: skip
-    state = {k: v if k.endswith("norm.weight") else v * 5 for k, v in init_random(args, seed=3).items()}
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+def test_llama_and_qwen3_files_run_the_same_in_llama_cpp(gguf_dir: Path, model_type: str) -> None:
+    """Checks the q/k row order llama.cpp expects for the llama architecture (Qwen2 and Qwen3 files keep Hugging
+    Face's), and Qwen3's per-head q/k norms under the names llama.cpp reads (a head_dim wider than dim / heads)."""
+    head_dim = 64 if model_type == "qwen3" else 0
+    args = ModelArgs(model_type=model_type, vocab_size=8192, dim=128, n_layers=2, n_heads=4, n_kv_heads=2,
+                     intermediate_size=256, max_seq_len=1024, norm_eps=1e-5, rope_theta=10000.0,
+                     head_dim=head_dim)  # fmt: skip
+    state = scaled_state(args, seed=3)
     src = save_checkpoint(
-        gguf_dir / "llama-src", args, state,
+        gguf_dir / f"{model_type}-src", args, state,
         tokenizer_json=(DEFAULT_MODEL_DIR / "tokenizer.json").read_text(encoding="utf-8"), fim_template="waferline",
     )  # fmt: skip
-    path = export_gguf(src, gguf_dir / "llama-f32.gguf", "f32")
+    path = export_gguf(src, gguf_dir / f"{model_type}-f32.gguf", "f32")
     lm = load_model(src)
     ids = lm.tokenizer.encode(TEXT)
     with llama_server(path) as url:
