@@ -69,6 +69,8 @@ PAIRS = (
     Pair("llama-3.1-70b", "cs-3", 1500, "CS-R1", note="DeepSeek-R1-Distill-Llama-70B (same shapes), Jan 2025"),
     Pair("llama-3.1-405b", "cs-3", 969, "CS-405B", note="Cerebras Inference, Nov 2024 (after spec. decoding)"),
     Pair("llama-3.1-70b", "cs-3", 2314, "CS-33", note="Llama-3.3-70B (same shapes), Artificial Analysis"),
+    Pair("qwen3-32b", "cs-3", 2100, "CS-QWEN3", note="the vendor's model page, earlier versions"),
+    Pair("qwen3-32b", "cs-3", 2600, "CS-QWEN3", note="the vendor's model page, a later version"),
 )
 
 DRAFT_LENGTHS = (2, 4, 8)  # draft lengths at which an under-predicted figure's implied acceptance is worked out

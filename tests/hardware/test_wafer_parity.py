@@ -93,3 +93,28 @@ def test_truncated_cache_equals_a_fresh_prefill():
     device.kv_close(kv)
     device.kv_close(fresh_kv)
     assert not [a for a in device.grid.table if a.kind == "kv"], "closing a cache frees its pages"
+
+
+def test_a_qwen3_model_matches_on_the_wafer():
+    """Qwen3's per-head query/key norms (each head a row of head_dim values, normalised over the tiles that hold
+    it) and a head_dim wider than dim / heads: the wafer's greedy tokens and logits are the torch backend's."""
+    from random_weights import scaled_state  # tests/support
+
+    args = ModelArgs(model_type="qwen3", vocab_size=300, dim=48, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=24,
+                     intermediate_size=100, max_seq_len=64)  # fmt: skip
+    state = scaled_state(args, seed=2, weight_scale=10.0)
+    outs = []
+    for device in (open_device("cpu"), open_device("wafer", spec="mini-8x8")):
+        model = Transformer(args, device)
+        model.load(from_hf(args, state.items()))
+        kv = model.open_cache(64)
+        logits = model.forward(torch.tensor([1, 5, 9, 200, 33, 7]), kv, 0, last_only=False)
+        tokens = []
+        for _ in range(24):
+            tokens.append(int(logits[-1].argmax()))
+            logits = torch.cat([logits, model.forward(torch.tensor(tokens[-1:]), kv, kv.length)])
+        outs.append((tokens, logits))
+    (ref, ref_logits), (got, got_logits) = outs
+    assert len(set(ref)) > 4, "the reference should not be stuck on one token"
+    assert got == ref
+    torch.testing.assert_close(got_logits, ref_logits, rtol=1e-4, atol=1e-4)
