@@ -5,7 +5,7 @@ repository context), lets the local engine complete greedily, scores every candi
 (engine/candidates.py), and prints: cases with candidates, cases where one of them is exactly right (the oracle),
 the model's own exact matches, and the exact matches of a sweep of selection rules (the first candidate whose mean
 token log-probability reaches a threshold; the first within a margin of the greedy text's mean; the candidate whose
-total beats the greedy text's). This is how MIN_MEAN_LOGPROB was chosen (docs/benchmarks.md).
+total beats the greedy text's). This is how MIN_MEAN_LOGPROB was chosen (docs/benchmarks-quality.md).
 """
 
 from __future__ import annotations

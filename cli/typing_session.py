@@ -301,7 +301,7 @@ async def type_script(
 
 
 def summarize(session: Any) -> dict[str, Any]:
-    """The figures of one typing session under stable keys (bench-lsp's JSON, docs/benchmarks.md's table)."""
+    """The figures of one typing session under stable keys (bench-lsp's JSON, docs/benchmarks-lsp.md's table)."""
     answered = [r for r in session.requests if r.latency_ms is not None]
     lat = [r.latency_ms for r in answered]
     shown = [r.latency_ms for r in answered if r.suggestion]

@@ -7,9 +7,9 @@ teacher forcing (one forward pass over its tokens, after the prompt the session 
 k-token verification step when the candidate fits it, a prefill otherwise). The first
 candidate (the server sends them best first) that the model finds plausible replaces the greedy text: its mean
 log-probability per token, the stop included, at least MIN_MEAN_LOGPROB. On line cases from held-out files
-(`waferline eval-lookup`, docs/benchmarks.md) comparing totals instead (the greedy path against a whole copy) took
-the exact matches from 29 to 30 of 283; this rule to 39, every case where a candidate was right. The prompt in the
-session is not changed, so the next keystroke still only appends.
+(`waferline eval-lookup`, docs/benchmarks-quality.md) comparing totals instead (the greedy path against a whole
+copy) took the exact matches from 29 to 30 of 283; this rule to 39, every case where a candidate was right. The
+prompt in the session is not changed, so the next keystroke still only appends.
 """
 
 from __future__ import annotations

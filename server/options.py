@@ -237,7 +237,7 @@ class Options:
         "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, "
         "server/features/confidence.py) is below this, when the editor asks by itself as the user types. 0 shows "
         "every suggestion that passes the syntax and repetition checks. The default was chosen on the evaluation in "
-        "docs/benchmarks.md: on unseen third-party code it showed a suggestion on 40% of requests, 41% of them "
+        "docs/benchmarks-quality.md: on unseen third-party code it showed a suggestion on 40% of requests, 41% of them "
         "exactly right. An engine that reports no token probabilities is not gated.",
         minimum=0,
         maximum=1,

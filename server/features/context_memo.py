@@ -5,7 +5,7 @@ That context goes first in the prompt, so any change to it makes the engine pref
 up afresh for every request it changes often: a finished line brings a new name and a new definition, another
 document typed in changes the index, a region edited elsewhere settles. With several documents typed in at once
 (each getting a model answer only every few dozen characters) that made about every other answer a full prefill
-(docs/benchmarks.md, bench-load). So a document keeps the context found for its window until the window's start
+(docs/benchmarks-load.md). So a document keeps the context found for its window until the window's start
 moves (server/syntax/plan.py moves it every half budget of typed characters, when the prefix is prefilled again
 anyway), the plan's room for it changes, or the document has gone unasked for `keep_s` (coming back to a document
 after working elsewhere looks again, and finds what was just edited there).

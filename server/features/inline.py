@@ -193,7 +193,7 @@ class InlineCompletions:
         self._shed_if_stale(ticket, "engine")
         # The model's previous text for this document, where what was typed since is its start: the cheapest draft.
         # Not while several documents are typed in at once: there its k-token steps cost the engine more than they
-        # save (bench-load 50 x 10 keys/s: drain 0.92 s without it, 1.5-2.2 s with it; docs/benchmarks.md).
+        # save (bench-load 50 x 10 keys/s: drain 0.92 s without it, 1.5-2.2 s with it; docs/benchmarks-load.md).
         busy = self.tickets.typed_in(BUSY_WINDOW_S) > 1
         request.draft = "" if busy else cache.draft(text, offset)
         request.lookup = "" if busy or request.draft else cache.latest_output()

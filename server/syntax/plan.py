@@ -324,7 +324,7 @@ def _prefix_start(text: str, offset: int, budget: int, quantum: int) -> int:
 def _quantum(budget: int, steady: bool = False) -> int:
     """How many typed characters the prefix window's start stays put for: an eighth of the budget for one typist
     (a long prefix), half of it under load (a prompt that holds: with 50 documents typed in at once, each answered
-    every ~75 characters, an eighth made every other answer a full prefill; docs/benchmarks.md, bench-load)."""
+    every ~75 characters, an eighth made every other answer a full prefill; docs/benchmarks-load.md)."""
     return max(budget // 2 if steady else budget // 8, 64)
 
 
