@@ -101,6 +101,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         intermediate_size=8960, max_seq_len=32768, rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=True,
         tie_embeddings=True,
     ),
+    "qwen3-0.6b": dict(
+        model_type="qwen3", vocab_size=151936, dim=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128,
+        intermediate_size=3072, max_seq_len=40960, rope_theta=1000000.0, norm_eps=1e-6, qkv_bias=False,
+        tie_embeddings=True,
+    ),
     "llama-3.1-8b": dict(
         model_type="llama", vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
         intermediate_size=14336, max_seq_len=131072, rope_theta=500000.0, norm_eps=1e-5, qkv_bias=False,

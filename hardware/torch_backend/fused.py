@@ -59,7 +59,7 @@ DIMS = ("dim", "layers", "heads", "kv_heads", "head_dim", "inter", "vocab", "max
 GLOBAL_PTRS = ("embed", "norm", "head_w", "head_s", "head_r", "cos", "sin", "scratch")
 LAYER_PTRS = (
     "attn_norm", "qkv_w", "qkv_s", "qkv_r", "qkv_b", "o_w", "o_s", "o_r", "mlp_norm", "gu_w", "gu_s", "gu_r", "down_w",
-    "down_s", "down_r",
+    "down_s", "down_r", "q_norm", "k_norm",
 )  # fmt: skip
 W_F32, W_INT8, W_INT8_PACKED = 0, 1, 2
 # int8 weights up to this many bytes are also kept packed for the product that needs no reduction (fused_packed.c),
@@ -252,8 +252,6 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     if dtype not in (torch.float32, torch.bfloat16) or (weights == "float" and dtype != torch.float32):
         # bfloat16 float weights are packed for oneDNN, float16 has no kernel here
         return f"it runs float32 and int8 weights, not {str(dtype).removeprefix('torch.')}"
-    if any(layer.q_norm is not None for layer in plan.layers):
-        return "it has no per-head query/key norms (Qwen3)"
     lib = library()
     if lib is None:
         return f"it could not be compiled ({_library_error})"
@@ -316,6 +314,7 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     for layer in plan.layers:
         values += [f32(layer.attn_norm, norm=True), *matrix(layer.qkv), f32(layer.qkv_bias), *matrix(layer.o)]
         values += [f32(layer.mlp_norm, norm=True), *matrix(layer.gate_up), *matrix(layer.down)]
+        values += [f32(layer.q_norm, norm=True), f32(layer.k_norm, norm=True)]  # 0 (NULL) but for Qwen3
     assert len(values) == len(GLOBAL_PTRS) + len(LAYER_PTRS) * plan.n_layers
     ptrs = (ctypes.c_void_p * len(values))(*values)
     eps = torch.tensor([plan.norm_eps], dtype=torch.float32)

@@ -1,4 +1,4 @@
-/* One whole decode step of a Llama/Qwen2 decoder in plain C: the torch backend's fast path on the CPU.
+/* One whole decode step of a Llama/Qwen2/Qwen3 decoder in plain C: the torch backend's fast path on the CPU.
  *
  * A ~5M-parameter model's step is ~4.9M multiply-adds, a fraction of a millisecond of arithmetic, but ~150 eager
  * torch calls cost ~0.5 ms of dispatch alone (docs/benchmarks-decode.md); a 0.5B model's step is bound by streaming
@@ -30,7 +30,7 @@ enum { STEP_MAX_TOKENS = WL_MAX_VECTORS }; /* tokens one call of waferline_steps
 /* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
 enum { P_EMBED, P_NORM, P_HEAD_W, P_HEAD_S, P_HEAD_R, P_COS, P_SIN, P_SCRATCH, GLOBAL_PTRS };
 enum { L_ATTN_NORM, L_QKV_W, L_QKV_S, L_QKV_R, L_QKV_B, L_O_W, L_O_S, L_O_R, L_MLP_NORM, L_GU_W, L_GU_S, L_GU_R,
-       L_DOWN_W, L_DOWN_S, L_DOWN_R, PER_LAYER };
+       L_DOWN_W, L_DOWN_S, L_DOWN_R, L_Q_NORM, L_K_NORM, PER_LAYER }; /* L_Q_NORM, L_K_NORM: NULL but for Qwen3 */
 
 static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch does; NaN stays NaN */
     uint32_t u;
@@ -47,6 +47,16 @@ static void rms_norm(float *restrict out, const float *restrict x, const float *
     const float inv = 1.0f / sqrtf(ss / (float)n + eps);
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv * w[i];
+}
+
+/* rms_norm of one head in place (Qwen3 normalises each query and key head before the rotary embedding). */
+static void rms_norm_head(float *restrict v, const float *restrict w, int64_t n, float eps) {
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t i = 0; i < n; i++) ss += v[i] * v[i];
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) v[i] = v[i] * inv * w[i];
 }
 
 /* Half-split (NeoX / Hugging Face) rotary embedding of one head in place. */
@@ -139,8 +149,13 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
         const wl_matrix wqkv = matrix(p, L_QKV_W, (const float *)p[L_QKV_B], dim, qkv_n, wfmt);
         wl_linear(qkv, qkv_n, xb, dim, n, &wqkv, xq, sx, threads);
         const int64_t layer_base = l * 2 * KVH * max_t * D; /* keys of layer l; values follow after KVH * max_t * D */
-        for (int64_t t = 0; t < n; t++) { /* rotate q and k heads, then write k and v at pos + t */
+        const float *q_norm = (const float *)p[L_Q_NORM], *k_norm = (const float *)p[L_K_NORM];
+        for (int64_t t = 0; t < n; t++) { /* (normalise and) rotate q and k heads, then write k and v at pos + t */
             float *qt = qkv + t * qkv_n;
+            if (q_norm != NULL)
+                for (int64_t h = 0; h < H; h++) rms_norm_head(qt + h * D, q_norm, D, eps);
+            if (k_norm != NULL)
+                for (int64_t g = 0; g < KVH; g++) rms_norm_head(qt + (H + g) * D, k_norm, D, eps);
             const float *cos_row = (const float *)ptrs[P_COS] + (pos + t) * half;
             const float *sin_row = (const float *)ptrs[P_SIN] + (pos + t) * half;
             for (int64_t h = 0; h < H + KVH; h++) rotary(qt + h * D, cos_row, sin_row, half);

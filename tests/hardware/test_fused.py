@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from random_weights import scaled_state  # tests/support
 
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.model import ModelArgs, Transformer
@@ -23,6 +24,10 @@ SHAPES = {
         max_seq_len=128, rope_theta=500000.0, norm_eps=1e-5,
         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                       "original_max_position_embeddings": 64},
+    ),
+    "qwen3-per-head-norms-wide-head-dim": dict(  # each q and k head normalised (unequal weights) before rotation
+        model_type="qwen3", vocab_size=96, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32,
+        intermediate_size=96, max_seq_len=128, tie_embeddings=True, norm_eps=1e-6,
     ),
     "odd-widths-head-dim": dict(  # widths that are not multiples of 64 exercise the kernel's tails
         model_type="qwen2", vocab_size=70, dim=40, n_layers=1, n_heads=2, n_kv_heads=1, intermediate_size=50,
@@ -44,7 +49,7 @@ def build(shape: str, *, dtype: torch.dtype, weights: str, fuse: bool, monkeypat
     monkeypatch.setenv("WAFERLINE_FUSED", "1" if fuse else "0")
     args = ModelArgs(**SHAPES[shape])
     model = Transformer(args, TorchDevice(dtype=dtype, weights=weights))
-    model.load(from_hf(args, init_random(args, seed=3).items()))
+    model.load(from_hf(args, scaled_state(args, seed=3, weight_scale=1.0).items()))  # init_random's, Qwen3's ramps
     assert (model.fused is not None) == fuse
     return model
 
