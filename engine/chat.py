@@ -3,7 +3,8 @@
 A model can follow instructions when its checkpoint carries a chat template (`chat_template` in
 tokenizer_config.json, or a chat_template.jinja file). The template is rendered with a sandboxed Jinja environment;
 the messages' text is encoded as plain text (a control-token string in the repository's code stays text), only the
-template's own markup may become control tokens.
+template's own markup may become control tokens. Templates that can let the model reason before it answers (Qwen3's
+`enable_thinking`) are rendered with that off: a hover or a code action waits for the answer, not for the reasoning.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def render_chat(template: ChatTemplate, messages: list[dict[str, str]]) -> list[
     try:
         text = env.from_string(template.source).render(
             messages=stand_ins, add_generation_prompt=True, bos_token=template.bos_token,
-            eos_token=template.eos_token,
+            eos_token=template.eos_token, enable_thinking=False,
         )  # fmt: skip
     except JinjaError as e:
         raise TemplateError(f"the model's chat template failed: {e}") from None

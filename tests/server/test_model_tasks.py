@@ -100,3 +100,19 @@ def test_ground_answer_links_only_the_evidence(tmp_path: Path) -> None:
     assert "shop/pricing.py:20 (not in the evidence)" not in out
     assert "shop/other.py:3 (not in the evidence)" in out
     assert "[7: no such evidence]" in out
+
+
+def test_a_template_that_can_reason_first_is_rendered_with_reasoning_off() -> None:
+    """Qwen3's templates read `enable_thinking`; off, they open the assistant turn with an empty reasoning block, so
+    the model answers at once. A template that does not read it renders as before."""
+    thinking = ChatTemplate(
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n"
+        "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}",
+        "",
+        "",
+    )
+    pieces = render_chat(thinking, [{"role": "user", "content": "Q"}])
+    assert "".join(text for text, _ in pieces).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    plain = render_chat(ChatTemplate(CHATML, "", ""), [{"role": "user", "content": "Q"}])
+    assert "think" not in "".join(text for text, _ in plain)
