@@ -159,7 +159,7 @@ def declared_exact_rows(device: object) -> bool | None:
 
 @runtime_checkable
 class Device(Protocol):
-    """What the engine needs from hardware to run a Llama/Qwen2-family decoder, one sequence at a time."""
+    """What the engine needs from hardware to run a Llama/Qwen2/Qwen3 decoder, one sequence at a time."""
 
     name: str
     dtype: torch.dtype  # the activation dtype the backend computes in
