@@ -68,6 +68,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--speculate", type=int, default=0, metavar="K", help="analytic: cost a K-token verification")
     parser.add_argument("--acceptance", type=float, default=0.7, help="with --speculate: per-token acceptance rate")
+    parser.add_argument(
+        "--draft",
+        default=None,
+        metavar="MODEL",
+        help="with --speculate: the draft model (as --model), its K steps costed on wafers of its own",
+    )
+    parser.add_argument(
+        "--draft-wafer",
+        default=None,
+        metavar="PRESET",
+        help="with --draft: the draft's wafer preset, e.g. cs-3:240x240 for a region (default: --wafer's)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -156,7 +168,15 @@ def run(args: argparse.Namespace) -> int:
     if args.speculate:
         from waferline.cli.emulate_speculate import speculate
 
-        result["speculation"] = speculate(planned, model_args, dtype, context, args.speculate, args.acceptance)
+        if args.draft_wafer and not args.draft:
+            raise ValueError("--draft-wafer goes with --draft")
+        draft = resolve(args.draft).args if args.draft else None
+        draft_spec = get_spec(args.draft_wafer) if args.draft_wafer else None
+        result["speculation"] = speculate(
+            planned, model_args, dtype, context, args.speculate, args.acceptance, draft, draft_spec
+        )
+        if args.draft:
+            result["speculation"]["draft"] = resolve(args.draft).name
     result["elapsed_s"] = time.perf_counter() - started
     if args.plot:
         from waferline.hardware.wafer.plot import save_plot
@@ -326,10 +346,17 @@ def _text(r: dict[str, Any]) -> str:
         )
     if "speculation" in r:
         sp = r["speculation"]
+        drafting = (
+            f" + drafting {sp['k']} x {sp['draft_s'] * us:.1f} µs ({sp['draft']}, {sp['draft_wafers']} wafer(s))"
+            if "draft_s" in sp
+            else ""
+        )
         lines.append(
             f"  speculation  k={sp['k']}, acceptance {sp['acceptance']:.2f}: verifying {sp['k']} tokens costs "
-            f"{sp['verify_s'] * us:.1f} µs for {sp['tokens_per_step']:.2f} tokens: {sp['effective_tok_s']:,.0f} "
-            f"tokens/s effective ({sp['speedup']:.2f}x; draft cost not included)"
+            f"{sp['verify_s'] * us:.1f} µs{drafting} for {sp['tokens_per_step']:.2f} tokens: "
+            f"{sp['effective_tok_s']:,.0f} tokens/s effective ({sp['speedup']:.2f}x"
+            + ("" if drafting else "; draft cost not included")
+            + ")"
         )
     projection = f", of which {r['projection_s']:.2f} s projecting" if "projection_s" in r else ""
     lines.append(f"  (took {r['elapsed_s']:.2f} s{projection})")

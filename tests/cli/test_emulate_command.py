@@ -146,6 +146,30 @@ def test_speculation_costs_a_k_token_verification(capsys):
     assert sp["effective_tok_s"] == pytest.approx(sp["tokens_per_step"] / sp["verify_s"]) and sp["speedup"] > 1
 
 
+def test_a_draft_models_steps_are_added_to_each_verification(capsys):
+    """--draft: the draft's k one-token steps, each a plain projection of the draft on its own wafers (of
+    --draft-wafer's preset when given), are added to the step; the draft-free figure is what it was."""
+    base = ["--model", "llama-3.1-8b", "--context", "256", "--speculate", "4", "--acceptance", "0.8"]
+    free = emulate(capsys, *base)["speculation"]
+    sp = emulate(capsys, *base, "--draft", "llama-3.2-1b")["speculation"]
+    alone = emulate(capsys, "--model", "llama-3.2-1b", "--context", "256")
+    assert sp["draft"] == "llama-3.2-1b" and sp["draft_wafers"] == alone["wafers"] == 1
+    assert sp["draft_s"] == pytest.approx(alone["seconds_per_token"])
+    assert sp["verify_s"] == pytest.approx(free["verify_s"])
+    assert sp["step_s"] == pytest.approx(sp["verify_s"] + 4 * sp["draft_s"])
+    assert sp["effective_tok_s"] == pytest.approx(sp["tokens_per_step"] / sp["step_s"])
+    assert sp["effective_tok_s"] < free["effective_tok_s"]
+    region = emulate(capsys, *base, "--draft", "llama-3.2-1b", "--draft-wafer", "wse-3:240x240")["speculation"]
+    on_region = emulate(capsys, "--model", "llama-3.2-1b", "--wafer", "wse-3:240x240", "--context", "256")
+    assert region["draft_s"] == pytest.approx(on_region["seconds_per_token"]) != sp["draft_s"]
+    assert region["draft_wafers"] == on_region["wafers"]
+
+
+def test_draft_wafer_without_a_draft_is_refused(capsys):
+    assert main(["emulate", "--model", "llama-3.1-8b", "--speculate", "2", "--draft-wafer", "wse-3:240x240"]) == 2
+    assert "--draft-wafer goes with --draft" in capsys.readouterr().err
+
+
 def test_expected_tokens_of_a_verification():
     assert expected_tokens(4, 0.0) == 1.0  # only the target's own token
     assert expected_tokens(4, 1.0) == 5.0

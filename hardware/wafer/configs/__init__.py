@@ -2,8 +2,8 @@
 reads), for projecting models that are not downloaded: `waferline emulate --analytic --model llama-3.1-70b`.
 
 Each file copies its model's public Hugging Face `config.json` values (meta-llama/Llama-3.1-8B, -70B, -405B,
-Meta-Llama-3-8B, Qwen/Qwen2-72B, Qwen/Qwen2.5-Coder-0.5B, -7B, -32B, Qwen/Qwen3-32B). Shapes only: no weights
-exist here.
+Llama-3.2-1B, Meta-Llama-3-8B, Qwen/Qwen2-72B, Qwen/Qwen2.5-Coder-0.5B, -7B, -32B, Qwen/Qwen3-32B). Shapes only:
+no weights exist here.
 
 Two are not a maker's: `waferllm-llama3-8b` and `waferllm-qwen2-72b` are the layer shapes WaferLLM (OSDI 2025)
 times to publish its Llama3-8B and Qwen2-72B decode speeds, from its artifact's `Decode/WSE-2/model_config/
