@@ -10,12 +10,15 @@ same time as a completion. Each kind of work has its own job key, which is also 
   does not cancel a completion; a newer ask (or a newer action on the same document) supersedes the older one.
 
 Whether the model can follow instructions (it has a chat template) is the engine's to say: `Worker.can_chat`.
+A reply that opens with the model's reasoning (`<think>…</think>`: a reasoning model whose template or server does not
+turn it off) is given without it; reasoning cut off by the budget leaves an empty reply.
 All of it is chat-style work (`route="chat"`): the options may route it to another engine than the keystrokes'
 (`chatEngine`, engine/routing.py), on a lane of its own, so that it never holds up a keystroke's completion there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -61,4 +64,16 @@ async def chat(worker: Worker, key: str, messages: list[dict[str, str]], budget:
         session_id=key, messages=messages, max_new_tokens=budget.max_new_tokens, temperature=budget.temperature,
         time_budget_s=budget.time_budget_s,
     )  # fmt: skip
-    return await worker.chat(request)
+    completion = await worker.chat(request)
+    if completion is None:
+        return None
+    answer = without_reasoning(completion.text)
+    return completion if answer == completion.text else dataclasses.replace(completion, text=answer)
+
+
+def without_reasoning(text: str) -> str:
+    """`text` without a leading `<think>…</think>` block; "" when the block never closes."""
+    if not text.lstrip().startswith("<think>"):
+        return text
+    _, closed, rest = text.partition("</think>")
+    return rest.lstrip() if closed else ""

@@ -116,3 +116,26 @@ def test_a_template_that_can_reason_first_is_rendered_with_reasoning_off() -> No
     assert "".join(text for text, _ in pieces).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     plain = render_chat(ChatTemplate(CHATML, "", ""), [{"role": "user", "content": "Q"}])
     assert "think" not in "".join(text for text, _ in plain)
+
+
+def test_a_reply_that_opens_with_reasoning_is_given_without_it() -> None:
+    """A reasoning model whose template or server leaves reasoning on: the answer is what follows it."""
+    from waferline.engine.api import Completion
+    from waferline.server.model_tasks import without_reasoning
+
+    assert without_reasoning("<think>\nweigh it\n</think>\n\nIt adds tax [1].") == "It adds tax [1]."
+    assert without_reasoning("  <think>cut off by the budget") == ""
+    assert without_reasoning("It adds tax; <think> is a tag.") == "It adds tax; <think> is a tag."
+
+    class Replying:  # the worker, as chat() uses it
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        async def chat(self, request: object) -> Completion:
+            return Completion(text=self.text, stop_reason="stop_token", new_tokens=9)
+
+    messages = [{"role": "user", "content": "Q"}]
+    done = asyncio.run(chat(Replying("<think>hm</think>Answer."), "k", messages, Budget(9, 1.0)))
+    assert done is not None and done.text == "Answer." and done.new_tokens == 9
+    done = asyncio.run(chat(Replying("Answer."), "k", messages, Budget(9, 1.0)))
+    assert done is not None and done.text == "Answer."
