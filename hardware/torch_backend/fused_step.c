@@ -40,23 +40,14 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch
     return (uint16_t)(u >> 16);
 }
 
-static void rms_norm(float *restrict out, const float *restrict x, const float *restrict w, int64_t n, float eps) {
+/* out may be x (a head normalised in place): each element is read before it is written, at the same index */
+static void rms_norm(float *out, const float *x, const float *restrict w, int64_t n, float eps) {
     float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
     for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
     const float inv = 1.0f / sqrtf(ss / (float)n + eps);
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv * w[i];
-}
-
-/* rms_norm of one head in place (Qwen3 normalises each query and key head before the rotary embedding). */
-static void rms_norm_head(float *restrict v, const float *restrict w, int64_t n, float eps) {
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int64_t i = 0; i < n; i++) ss += v[i] * v[i];
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) v[i] = v[i] * inv * w[i];
 }
 
 /* Half-split (NeoX / Hugging Face) rotary embedding of one head in place. */
@@ -153,9 +144,9 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
         for (int64_t t = 0; t < n; t++) { /* (normalise and) rotate q and k heads, then write k and v at pos + t */
             float *qt = qkv + t * qkv_n;
             if (q_norm != NULL)
-                for (int64_t h = 0; h < H; h++) rms_norm_head(qt + h * D, q_norm, D, eps);
+                for (int64_t h = 0; h < H; h++) rms_norm(qt + h * D, qt + h * D, q_norm, D, eps);
             if (k_norm != NULL)
-                for (int64_t g = 0; g < KVH; g++) rms_norm_head(qt + (H + g) * D, k_norm, D, eps);
+                for (int64_t g = 0; g < KVH; g++) rms_norm(qt + (H + g) * D, qt + (H + g) * D, k_norm, D, eps);
             const float *cos_row = (const float *)ptrs[P_COS] + (pos + t) * half;
             const float *sin_row = (const float *)ptrs[P_SIN] + (pos + t) * half;
             for (int64_t h = 0; h < H + KVH; h++) rotary(qt + h * D, cos_row, sin_row, half);
