@@ -204,6 +204,21 @@ class WaferlineProtocol(LanguageServerProtocol):
         except RuntimeError:
             loop = None
         future.add_done_callback(partial(self._forget_soon, loop, msg_id))
+        # A step of a generator handler (workspace/executeCommand runs the command so): when the request it serves is
+        # cancelled, the step is cancelled too, rather than left running with nobody to read what it ends with.
+        outer = callback.keywords.get("result_future") if isinstance(callback, partial) else None
+        if isinstance(outer, Future) and outer is not future:
+            outer.add_done_callback(lambda f: future.cancel() if f.cancelled() else None)
+
+    def _run_generator(self, future: Any, *, gen: Generator[Any, Any, Any], result_future: Future[Any]) -> None:
+        # pygls returns at once when the request was cancelled, leaving the step's exception unread (asyncio then
+        # reports "exception was never retrieved" on stderr) and the generator open: read it, close it.
+        if result_future.cancelled():
+            if future is not None and future.done() and not future.cancelled() and future.exception() is not None:
+                log.debug("a cancelled request's step ended with %r", future.exception())
+            gen.close()
+            return
+        super()._run_generator(future, gen=gen, result_future=result_future)
 
     def _forget_soon(self, loop: asyncio.AbstractEventLoop | None, msg_id: Any, future: Any) -> None:
         # A done callback can run on a handler's thread, or inside `cancel()` while shutdown walks the table: the
