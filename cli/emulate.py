@@ -170,13 +170,13 @@ def run(args: argparse.Namespace) -> int:
 
         if args.draft_wafer and not args.draft:
             raise ValueError("--draft-wafer goes with --draft")
-        draft = resolve(args.draft).args if args.draft else None
+        draft = resolve(args.draft) if args.draft else None
         draft_spec = get_spec(args.draft_wafer) if args.draft_wafer else None
         result["speculation"] = speculate(
-            planned, model_args, dtype, context, args.speculate, args.acceptance, draft, draft_spec
+            planned, model_args, dtype, context, args.speculate, args.acceptance, draft and draft.args, draft_spec
         )
-        if args.draft:
-            result["speculation"]["draft"] = resolve(args.draft).name
+        if draft is not None:
+            result["speculation"]["draft"] = draft.name
     result["elapsed_s"] = time.perf_counter() - started
     if args.plot:
         from waferline.hardware.wafer.plot import save_plot

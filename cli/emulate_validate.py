@@ -109,7 +109,7 @@ def predict(pair: Pair, dtype: torch.dtype = torch.float16) -> dict[str, Any]:
     row = {**dataclasses.asdict(pair), "predicted_tok_s": tok_s, "wafers": wafers, "error": error,
            "within_target": abs(error) <= TARGET, "detail": detail}  # fmt: skip
     if pair.kind == "decode" and error < -TARGET:
-        row["implied_acceptance"] = implied_acceptance(pair, planned, dtype)
+        row["implied_acceptance"] = implied_acceptance(pair, planned, target.args, dtype)
     return row
 
 
@@ -132,15 +132,13 @@ def solve_acceptance(k: int, tokens: float) -> float | None:
 _VERIFY_S: dict[tuple[Any, ...], float] = {}  # a k-token verification step's modeled seconds
 
 
-def implied_acceptance(pair: Pair, planned: Any, dtype: torch.dtype) -> dict[str, Any]:
+def implied_acceptance(pair: Pair, planned: Any, margs: Any, dtype: torch.dtype) -> dict[str, Any]:
     """What a published figure above the one-token prediction asks of speculative decoding on the modeled machine:
     for each draft length k, the tokens one k-token verification step must yield (the figure times the step's
     modeled time) and the per-token acceptance that yields them, with the draft's own time left out, so each rate
     is a lower bound (None: no rate reaches it at that k). Nothing here is used to predict: it explains."""
-    from waferline.cli.emulate_plan import resolve
     from waferline.cli.emulate_speculate import speculate
 
-    margs = resolve(pair.model).args
     by_k: dict[str, Any] = {}
     for k in DRAFT_LENGTHS:
         key = (pair.model, pair.wafer, pair.context, k, dtype)

@@ -24,7 +24,7 @@ from safetensors import SafetensorError
 
 from waferline.engine.fim import FimTemplate, fim_template
 from waferline.engine.hf import args_from_hf_config, from_hf, iter_random
-from waferline.engine.model import MODEL_TYPES, PRESETS, ModelArgs, Transformer
+from waferline.engine.model import ATTENTION_BIAS_TYPES, MODEL_TYPES, PRESETS, ModelArgs, Transformer
 from waferline.engine.tokenizer import SpecialTokens, Tokenizer, byte_fallback_tokenizer, check_prompt_fits
 from waferline.engine.weights import (
     INDEX_FILE,
@@ -218,7 +218,7 @@ def args_from_config(cfg: Mapping[str, Any], path: Path | str = "config.json") -
         "hidden_act": (cfg.get("hidden_act", "silu") != "silu", "only silu (SwiGLU) is implemented"),
         "mlp_bias": (bool(cfg.get("mlp_bias")), "MLP biases are not implemented"),
         "attention_bias": (
-            model_type in ("llama", "qwen3") and bool(cfg.get("attention_bias")),
+            model_type in ATTENTION_BIAS_TYPES and bool(cfg.get("attention_bias")),
             f"a {model_type} with attention_bias also has an o_proj bias, which is not implemented",
         ),
         "use_sliding_window": (bool(cfg.get("use_sliding_window")), "sliding-window attention is not implemented"),

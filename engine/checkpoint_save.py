@@ -17,7 +17,7 @@ from torch import Tensor
 
 from waferline.engine.checkpoint import parse_dtype
 from waferline.engine.hf import hf_config
-from waferline.engine.model import ModelArgs
+from waferline.engine.model import ATTENTION_BIAS_TYPES, ModelArgs
 from waferline.engine.tokenizer import Tokenizer
 from waferline.engine.weights import CheckpointError, checked_state_dict, write_json, write_weights
 
@@ -46,7 +46,7 @@ def save_checkpoint(
     directory = Path(directory)
     if directory.exists() and not overwrite and (not directory.is_dir() or any(directory.iterdir())):
         raise CheckpointError(f"{directory} already exists and is not empty (pass overwrite=True to replace it)")
-    if args.model_type in ("llama", "qwen3") and args.qkv_bias:
+    if args.model_type in ATTENTION_BIAS_TYPES and args.qkv_bias:
         raise CheckpointError(
             f"a {args.model_type} config cannot express q/k/v biases without an o_proj bias; use qwen2"
         )

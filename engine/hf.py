@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from waferline.engine.model import MODEL_TYPES, ModelArgs
+from waferline.engine.model import ATTENTION_BIAS_TYPES, MODEL_TYPES, ModelArgs
 
 # model_type -> config's architectures
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
@@ -72,7 +72,7 @@ def hf_config(args: ModelArgs) -> dict[str, Any]:
         "hidden_act": "silu",
         "head_dim": args.head_dim,
     }
-    if args.model_type in ("llama", "qwen3"):
+    if args.model_type in ATTENTION_BIAS_TYPES:
         cfg["attention_bias"] = args.qkv_bias
     if args.model_type == "llama":
         cfg["mlp_bias"] = False

@@ -29,6 +29,9 @@ from waferline.hardware.device import (
 )
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type of the families this decoder runs
+# The families whose config.json `attention_bias` puts biases on q, k, v and o alike (Qwen2 has q/k/v biases alone,
+# always): the decoder has no o bias, so these are run and written only without it.
+ATTENTION_BIAS_TYPES = ("llama", "qwen3")
 
 
 @dataclass(kw_only=True)
