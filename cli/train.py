@@ -39,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--corpus-list", type=Path, default=None, help="distribution names to fetch when there are no pins"
     )
     parser.add_argument(
-        "--max-dist-mb", type=float, default=4.0, help="training text from one third-party distribution at most"
+        "--max-dist-mb",
+        type=float,
+        default=4.0,
+        help="training text from one third-party distribution at most (0: no cap, the whole corpus)",
     )
     parser.add_argument("--warmup-steps", type=int, default=30)
     parser.add_argument("--init-from", type=Path, default=None, help="start from a model directory's weights")
@@ -69,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise ValueError(f"--max-minutes must be positive, got {args.max_minutes}")
+    if args.max_dist_mb < 0:
+        raise ValueError(f"--max-dist-mb must be 0 (no cap) or positive, got {args.max_dist_mb}")
     if args.passes < 1:
         raise ValueError(f"--passes must be at least 1, got {args.passes}")
     cfg = TrainConfig(
@@ -77,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         passes=args.passes, compile=args.compile, checkpoint_minutes=args.checkpoint_minutes, autocast=args.autocast,
         threads=args.threads,
         max_files=args.max_files, corpus_root=args.corpus, init_from=args.init_from, third_party=args.third_party,
-        max_dist_mb=args.max_dist_mb, warmup_steps=args.warmup_steps,
+        max_dist_mb=args.max_dist_mb or None, warmup_steps=args.warmup_steps,
     )  # fmt: skip
     if args.third_party is not None and not (args.third_party / "corpus.jsonl").is_file():
         from waferline.training.corpus import fetch_and_build

@@ -24,6 +24,26 @@ def test_cli_rejects_bad_numbers_with_a_clear_error() -> None:
         train_command.run(parser.parse_args(["--max-minutes", "0"]))
 
 
+def test_max_dist_mb_zero_trains_on_every_file_and_a_negative_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from waferline.training import train as train_module
+
+    seen: list[train_module.TrainConfig] = []
+
+    def fake_train(cfg: train_module.TrainConfig, **_: object) -> dict[str, object]:
+        seen.append(cfg)
+        raise SystemExit(0)  # stop before any work: only the configuration is under test
+
+    monkeypatch.setattr(train_module, "train", fake_train)
+    parser = argparse.ArgumentParser()
+    train_command.add_arguments(parser)
+    with pytest.raises(ValueError, match="--max-dist-mb"):
+        train_command.run(parser.parse_args(["--max-dist-mb", "-1"]))
+    for flag, cap in (("0", None), ("2.5", 2.5)):
+        with pytest.raises(SystemExit):
+            train_command.run(parser.parse_args(["--max-dist-mb", flag, "--max-steps", "1"]))
+        assert seen[-1].max_dist_mb == cap
+
+
 def test_a_run_continues_from_a_committed_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Train a few steps, keep only the checkpoint and its loss log (what is committed), and continue elsewhere."""
     import json
