@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 from random_weights import scaled_state  # tests/support
+from required import missing  # tests/support
 
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.model import ModelArgs, Transformer
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 @pytest.fixture(scope="module")
 def compiled() -> None:
     if fused.library() is None:
-        pytest.skip(f"no C compiler here: {fused._library_error}")
+        missing(f"the fused C step could not be built: {fused._library_error}")
 
 
 def build(shape: str, *, dtype: torch.dtype, weights: str, fuse: bool, monkeypatch: Any) -> Transformer:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from required import missing  # tests/support
 
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.model import ModelArgs, Transformer
@@ -32,7 +33,7 @@ PACK_LIMIT = fused.PACK_LIMIT_BYTES
 @pytest.fixture(scope="module")
 def compiled() -> None:
     if fused.library() is None:
-        pytest.skip(f"no C compiler here: {fused._library_error}")
+        missing(f"the fused C step could not be built: {fused._library_error}")
 
 
 def build(shape: str, *, packed: bool, monkeypatch: Any) -> Transformer:
