@@ -22,6 +22,10 @@ from typing import Literal, Protocol
 
 from waferline.engine.jobs import DEFAULT_LANE
 
+# The queue the server runs each engine call on, by lane (re-exported: the server sees the engine through here)
+from waferline.engine.jobs import Job as Job
+from waferline.engine.jobs import JobQueue as JobQueue
+
 # Called by the engine between tokens: True once the request is superseded, cancelled or preempted; the engine then
 # returns what it has, with stop reason "cancelled".
 ShouldCancel = Callable[[], bool]

@@ -15,16 +15,18 @@ offset or position means the same in either.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
-from waferline.engine.tokenizer import without_lone_surrogates
 from waferline.server.syntax.tree import SyntaxTree
 from waferline.server.text import TextChange, TextDocument
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str every such code point stands alone
+
 
 def readable(text: str) -> str:
-    """`text` with each lone surrogate as U+FFFD (the text itself when it has none)."""
-    return text if text.isascii() else without_lone_surrogates(text)
+    """`text` with each lone surrogate as U+FFFD (the text itself when it has none), as the tokenizer reads it."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def readable_change(change: TextChange) -> TextChange:

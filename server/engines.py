@@ -1,4 +1,5 @@
-"""The engine the options ask for, built on the engine thread when the server loads it (server/worker.py).
+"""The engine the options ask for, built on the engine thread when the server loads it (server/worker.py): the one
+module besides engine/api.py that the server imports of the engine, so that it alone knows which engine classes exist.
 
 Inline completions come from the local model, or from `engineUrl` with the local model behind it
 (`engineFallback`); chat-style work (hover summaries, `waferline/ask`, code actions) from the same engine, the local
@@ -11,12 +12,55 @@ user is told once); a remote chat engine that cannot be reached never takes inli
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from waferline.engine.api import Engine
-from waferline.server.options import Options
+from waferline.hardware.registry import AUTO, WEIGHT_FORMATS, backend_names
+
+# What the server's options name a backend and a weight format by (the hardware registry's table, through here).
+__all__ = ["AUTO", "WEIGHT_FORMATS", "EngineOptions", "backend_names", "build_engine"]
 
 
-def build_engine(options: Options) -> Engine:
+class EngineOptions(Protocol):
+    """What building an engine reads of the options (the server's `Options` is one; its fields say what each means)."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def speculate(self) -> bool: ...
+    @property
+    def kv_cache_mb(self) -> int: ...
+    @property
+    def engine_url(self) -> str | None: ...
+    @property
+    def engine_fallback(self) -> bool: ...
+    @property
+    def engine_dialect(self) -> str: ...
+    @property
+    def engine_model(self) -> str | None: ...
+    @property
+    def engine_fim_template(self) -> str: ...
+    @property
+    def chat_engine(self) -> str: ...
+    @property
+    def chat_model(self) -> str | None: ...
+    @property
+    def chat_engine_url(self) -> str | None: ...
+    @property
+    def chat_engine_dialect(self) -> str: ...
+    @property
+    def chat_engine_model(self) -> str | None: ...
+    @property
+    def chat_engine_fim_template(self) -> str: ...
+
+
+def build_engine(options: EngineOptions) -> Engine:
     loaded: dict[str | None, Engine] = {}
 
     def local(model: str | None) -> Engine:
@@ -48,7 +92,7 @@ def build_engine(options: Options) -> Engine:
 
 
 def _remote_or_local(
-    options: Options, url: str | None, dialect: str, model: str | None, fim_template: str, *, chat: bool,
+    options: EngineOptions, url: str | None, dialect: str, model: str | None, fim_template: str, *, chat: bool,
     local: Callable[[], Engine],
 ) -> Engine:  # fmt: skip
     """The remote engine at `url` (with `local()` behind it when `engineFallback`), or `local()` without a URL."""
@@ -74,7 +118,7 @@ def _remote_or_local(
     return FallbackEngine(remote, local()) if options.engine_fallback else remote
 
 
-def _local_engine(options: Options, model: str | None) -> Engine:
+def _local_engine(options: EngineOptions, model: str | None) -> Engine:
     from waferline.engine.local import LocalEngine
 
     return LocalEngine.load(

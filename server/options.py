@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from waferline.hardware.registry import AUTO, WEIGHT_FORMATS, backend_names
+from waferline.server.engines import AUTO, WEIGHT_FORMATS, backend_names
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,10 @@ from waferline.engine.api import (
     Engine,
     EngineInfo,
     EngineUnavailable,
+    Job,
+    JobQueue,
     ShouldCancel,
 )
-from waferline.engine.jobs import Job, JobQueue
 from waferline.server.engine_state import EngineHealth
 from waferline.server.stats import Stats
 
