@@ -142,6 +142,7 @@ def test_per_op_path_verifies_exactly_where_its_products_are_row_independent(mon
     assert build("float32", fuse=True, monkeypatch=monkeypatch).exact_verify()
 
 
+@pytest.mark.slow  # thousands of sampled tokens: 8-26 s on the 2-core machine
 @pytest.mark.parametrize("top_p", [1.0, 0.7])
 def test_sampling_with_a_draft_keeps_the_distribution(top_p: float) -> None:
     """sample_draft against sample on a 6-token vocabulary, 40,000 draws each, fixed seeds: total variation within
