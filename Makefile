@@ -28,7 +28,7 @@ lint: $(STAMP)
 # mypy cannot follow setuptools' editable finder, so it reads the packages through a tree of links named as they import.
 typecheck: $(STAMP)
 	mkdir -p $(TYPECHECK)
-	for p in server engine hardware training cli benchmarks; do ln -sfn ../../../$$p $(TYPECHECK)/$$p; done
+	for p in server syntax engine hardware training cli benchmarks; do ln -sfn ../../../$$p $(TYPECHECK)/$$p; done
 	touch $(TYPECHECK)/__init__.py
 	$(BIN)/mypy
 

@@ -37,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(opts: argparse.Namespace) -> int:
-    from waferline.server.syntax.plan import plan_completion
-    from waferline.server.syntax.postprocess import finish_completion
-    from waferline.server.syntax.tree import SyntaxTree
-    from waferline.server.text import TextDocument
+    from waferline.syntax.plan import plan_completion
+    from waferline.syntax.postprocess import finish_completion
+    from waferline.syntax.text import TextDocument
+    from waferline.syntax.tree import SyntaxTree
 
     for flag in ("lines", "keys"):
         if getattr(opts, flag) < 1:

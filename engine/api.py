@@ -88,7 +88,7 @@ class Completion:
     decode_s: float = 0.0
     queue_s: float = 0.0  # time spent waiting for the engine thread
     timings: dict[str, float] = field(default_factory=dict)
-    # The model's own confidence, which the server calibrates (server/features/confidence.py): the natural-log
+    # The model's own confidence, which the server calibrates (syntax/confidence.py): the natural-log
     # probability of each generated token, and of the stop token that ended the text when one did. An engine that
     # cannot tell leaves them empty and None (the server then does not gate its suggestions).
     token_logprobs: list[float] = field(default_factory=list)

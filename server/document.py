@@ -18,8 +18,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from waferline.server.syntax.tree import SyntaxTree
-from waferline.server.text import TextChange, TextDocument
+from waferline.syntax.text import TextChange, TextDocument
+from waferline.syntax.tree import SyntaxTree
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str every such code point stands alone
 

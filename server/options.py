@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from waferline.server.engines import AUTO, WEIGHT_FORMATS, backend_names
+from waferline.engine.factory import AUTO, WEIGHT_FORMATS, backend_names
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ class Options:
         0.15,
         COMPLETION,
         "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, "
-        "server/features/confidence.py) is below this, when the editor asks by itself as the user types. 0 shows "
+        "syntax/confidence.py) is below this, when the editor asks by itself as the user types. 0 shows "
         "every suggestion that passes the syntax and repetition checks. The default was chosen on the evaluation in "
         "docs/benchmarks-quality.md: on unseen third-party code it showed a suggestion on 40% of requests, 41% of them "
         "exactly right. An engine that reports no token probabilities is not gated.",

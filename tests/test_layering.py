@@ -39,8 +39,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "training": (
         "waferline.engine.*",
         "waferline.hardware.*",
-        "waferline.server.syntax.*",
-        "waferline.server.features.confidence",
+        "waferline.syntax.*",
+        "waferline.syntax.confidence",
     ),
     "cli": PRODUCT,
     "benchmarks": (*PRODUCT, "waferline.cli.*"),
@@ -141,7 +141,7 @@ from waferline.hardware import Device
 from waferline.hardware.torch_backend import fused
 
 if TYPE_CHECKING:
-    from waferline.server.text import TextDocument
+    from waferline.syntax.text import TextDocument
 
 
 def tool():
@@ -152,13 +152,13 @@ def tool():
     found = check_module(bad, "engine/bad.py")
     assert [(v.line, v.imported) for v in found] == [
         (6, "waferline.hardware.torch_backend.fused"),  # a backend's internals, not the interface
-        (9, "waferline.server.text"),  # upward, if only for a type
+        (9, "waferline.syntax.text"),  # upward, if only for a type
         (13, "waferline.cli.main"),  # a tool, inside a function
         (14, "waferline.training.train"),  # a relative import resolved to the training pipeline
     ]
     assert str(found[1]) == (
-        "engine/bad.py:9: `from waferline.server.text import TextDocument`: engine/ may not import "
-        "waferline.server.text (it may import: waferline.hardware, waferline.hardware.device, "
+        "engine/bad.py:9: `from waferline.syntax.text import TextDocument`: engine/ may not import "
+        "waferline.syntax.text (it may import: waferline.hardware, waferline.hardware.device, "
         "waferline.hardware.registry)"
     )
     assert check_module("from waferline.benchmarks.lsp import run\n", "cli/demo.py")[0].line == 1

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from waferline.engine.api import Completion, EditRequest
 from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
-from waferline.server.features.confidence import Evidence, document_features
 from waferline.server.features.context_memo import ContextMemo
 from waferline.server.features.engine_request import edit_request, skip_reason, window
 from waferline.server.features.recent_edits import recent_edit_snippets, recent_edits
@@ -33,12 +32,13 @@ from waferline.server.features.suggestion_cache import Suggestion, SuggestionCac
 from waferline.server.options import Options
 from waferline.server.shedding import Ticket, Tickets
 from waferline.server.stats import Stats
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.plan import CompletionPlan, plan_completion
-from waferline.server.syntax.postprocess import Finished, finish_completion
-from waferline.server.syntax.repetition import loop_start
-from waferline.server.syntax.tree import SyntaxTree
-from waferline.server.text import units_len
+from waferline.syntax.confidence import Evidence, document_features
+from waferline.syntax.context import Snippet
+from waferline.syntax.plan import CompletionPlan, plan_completion
+from waferline.syntax.postprocess import Finished, finish_completion
+from waferline.syntax.repetition import loop_start
+from waferline.syntax.text import units_len
+from waferline.syntax.tree import SyntaxTree
 
 if TYPE_CHECKING:
     from waferline.server.repository.workspace import Indexing
@@ -238,7 +238,7 @@ class InlineCompletions:
         ms = timings if timings is not None else {}
         t = time.perf_counter()
         text, language_id = snapshot.text, snapshot.language_id
-        # Several documents typed in at once: a window start that holds longer (server/syntax/plan.py _quantum).
+        # Several documents typed in at once: a window start that holds longer (syntax/plan.py _quantum).
         steady = self.tickets.typed_in(BUSY_WINDOW_S) > 1
         plan = plan_completion(
             text, offset, language_id, snapshot.syntax, explicit=explicit, steady_window=steady,

@@ -36,9 +36,9 @@ from pygls.uris import to_fs_path
 from waferline.server.repository.definitions import definition_snippets, window_names
 from waferline.server.repository.discovery import TEXT_LANGUAGES
 from waferline.server.repository.index import WorkspaceIndex
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import EXTENSIONS
-from waferline.server.syntax.plan import CompletionPlan
+from waferline.syntax.context import Snippet
+from waferline.syntax.languages import EXTENSIONS
+from waferline.syntax.plan import CompletionPlan
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer

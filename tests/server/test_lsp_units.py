@@ -17,8 +17,8 @@ from waferline.server.features.suggestion_cache import SuggestionCache
 from waferline.server.option_parsing import options_table, parse_options
 from waferline.server.options import Options
 from waferline.server.stats import Stats, percentile
-from waferline.server.text import TextDocument
 from waferline.server.worker import Worker
+from waferline.syntax.text import TextDocument
 
 # -- options ---------------------------------------------------------------------------------------------------------
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waferline.server.syntax.languages import CONTEXT, load_query
-from waferline.server.syntax.tree import MAX_PARSE_BYTES, SyntaxTree
-from waferline.server.text import TextDocument
+from waferline.syntax.languages import CONTEXT, load_query
+from waferline.syntax.text import TextDocument
+from waferline.syntax.tree import MAX_PARSE_BYTES, SyntaxTree
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "server" / "fixtures"
 SAMPLE = (FIXTURES / "sample.py").read_text(encoding="utf-8")
 
 snippets = st.sampled_from(["x", " ", "\n", "    ", "(", ")", ":", "def ", "return ", "'", "é", "😀", "\r\n", "#", "1"])

@@ -1,5 +1,5 @@
 """tree-sitter queries, one `<name>.<kind>.scm` file per grammar and kind (data, loaded by
-`waferline.server.syntax.languages.load_query` through importlib.resources; a package so that they ship).
+`waferline.syntax.languages.load_query` through importlib.resources; a package so that they ship).
 
 `<name>.context.scm`: `@import` (a statement that brings names in), `@definition.<kind>` (a definition a completion
 may need to see: function, method, class, type, module), `@comment`, `@string` (no completion inside unless invoked),

@@ -13,7 +13,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.server import params
 from waferline.server.document import Document
-from waferline.server.text import ENCODINGS, PositionError, TextDocument
+from waferline.syntax.text import ENCODINGS, PositionError, TextDocument
 
 _EOL = re.compile(r"\r\n|\r|\n")
 

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waferline.server.syntax.plan import CompletionPlan, plan_completion
-from waferline.server.syntax.postprocess import enforce_stop_rules, finish_completion, should_stop
-from waferline.server.syntax.tree import SyntaxTree, collect_errors
-from waferline.server.text import TextDocument
+from waferline.syntax.plan import CompletionPlan, plan_completion
+from waferline.syntax.postprocess import enforce_stop_rules, finish_completion, should_stop
+from waferline.syntax.text import TextDocument
+from waferline.syntax.tree import SyntaxTree, collect_errors
 
-SAMPLE = (Path(__file__).parent / "fixtures" / "sample.py").read_text(encoding="utf-8")
+SAMPLE = (Path(__file__).parents[1] / "server" / "fixtures" / "sample.py").read_text(encoding="utf-8")
 
 
 def plan_at(marked: str, language_id: str | None = "python", **kwargs) -> tuple[str, int, CompletionPlan]:
@@ -177,7 +177,10 @@ def test_completing_at_the_very_end_of_the_document() -> None:
     assert finished is not None and finished.insert_text.endswith("return w * h")
 
 
-FIXTURES = {"python": SAMPLE, "javascript": (Path(__file__).parent / "fixtures" / "sample.js").read_text("utf-8")}
+FIXTURES = {
+    "python": SAMPLE,
+    "javascript": (Path(__file__).parents[1] / "server" / "fixtures" / "sample.js").read_text("utf-8"),
+}
 fragments = st.sampled_from(
     ["x", " ", "\n", "    ", "(", ")", "[", "]", "{", "}", ":", ";", "return ", "'", ",", "=", "1"]
 )

@@ -21,9 +21,9 @@ from functools import cached_property
 
 from tree_sitter import Node
 
-from waferline.server.syntax.languages import parser_for
-from waferline.server.syntax.tree import Snapshot, SyntaxError_, collect_errors, first_child_after
-from waferline.server.text import utf8_len
+from waferline.syntax.languages import parser_for
+from waferline.syntax.text import utf8_len
+from waferline.syntax.tree import Snapshot, SyntaxError_, collect_errors, first_child_after
 
 REGION_MAX_BYTES = 16384  # a region bigger than this is narrowed to the block around the cursor, or not used
 

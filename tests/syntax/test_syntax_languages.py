@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from waferline.server.syntax.languages import language_for_path
-from waferline.server.syntax.plan import CompletionPlan, plan_completion
-from waferline.server.syntax.postprocess import finish_completion, should_stop
-from waferline.server.syntax.tree import SyntaxTree
+from waferline.syntax.languages import language_for_path
+from waferline.syntax.plan import CompletionPlan, plan_completion
+from waferline.syntax.postprocess import finish_completion, should_stop
+from waferline.syntax.tree import SyntaxTree
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "server" / "fixtures"
 
 
 @dataclass(frozen=True)

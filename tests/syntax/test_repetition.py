@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from waferline.server.syntax.repetition import is_loop, loop_start
+from waferline.syntax.repetition import is_loop, loop_start
 
 LOOPS = [
     # (text, the part kept before the loop)

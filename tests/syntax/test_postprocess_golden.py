@@ -12,7 +12,7 @@ A case file (postprocess_golden/<rule>/<case>.txt):
     === shown
     print("hi")‸                          (the document after accepting, ‸ after the inserted text; "(not shown)")
 
-`WAFERLINE_UPDATE_GOLDEN=1 pytest tests/server/test_postprocess_golden.py` rewrites each "=== shown" from what the code
+`WAFERLINE_UPDATE_GOLDEN=1 pytest tests/syntax/test_postprocess_golden.py` rewrites each "=== shown" from what the code
 does now: read the diff before committing it, it is the change in behaviour.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from waferline.server.syntax.plan import plan_completion
-from waferline.server.syntax.postprocess import finish_completion
-from waferline.server.syntax.tree import SyntaxTree
+from waferline.syntax.plan import plan_completion
+from waferline.syntax.postprocess import finish_completion
+from waferline.syntax.tree import SyntaxTree
 
 CASES = Path(__file__).parent / "postprocess_golden"
 CURSOR = "‸"

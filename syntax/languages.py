@@ -25,7 +25,7 @@ from tree_sitter import Language, Parser, Query
 
 CONTEXT = "context"
 TAGS = "tags"
-QUERY_PACKAGE = "waferline.server.syntax.queries"
+QUERY_PACKAGE = "waferline.syntax.queries"
 
 
 @dataclass(frozen=True)

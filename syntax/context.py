@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, QueryCursor
 
-from waferline.server.syntax.languages import CONTEXT, load_query
-from waferline.server.syntax.tree import Snapshot
-from waferline.server.text import utf8_len
+from waferline.syntax.languages import CONTEXT, load_query
+from waferline.syntax.text import utf8_len
+from waferline.syntax.tree import Snapshot
 
 SIBLING_BAND = 4096  # bytes before the window searched for sibling definitions
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Parser, Tree
 
-from waferline.server.syntax.languages import language, parser_for
-from waferline.server.text import TextChange, TextDocument
+from waferline.syntax.languages import language, parser_for
+from waferline.syntax.text import TextChange, TextDocument
 
 log = logging.getLogger(__name__)
 

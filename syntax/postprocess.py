@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from waferline.server.syntax.brackets import CLOSERS, OPENERS, scan_brackets
-from waferline.server.syntax.parse_check import ParseCheck
-from waferline.server.syntax.plan import CompletionPlan, indentation, is_word_char, line_bounds
-from waferline.server.syntax.tree import Snapshot, SyntaxError_, SyntaxTree
-from waferline.server.text import utf8_len
+from waferline.syntax.brackets import CLOSERS, OPENERS, scan_brackets
+from waferline.syntax.parse_check import ParseCheck
+from waferline.syntax.plan import CompletionPlan, indentation, is_word_char, line_bounds
+from waferline.syntax.text import utf8_len
+from waferline.syntax.tree import Snapshot, SyntaxError_, SyntaxTree
 
 MAX_PARSES = 8  # candidate cuts checked by parsing, longest first (each is one incremental parse)
 

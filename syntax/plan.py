@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node, QueryCursor
 
-from waferline.server.syntax.brackets import CLOSERS, OPENERS, open_brackets, state_at_end
-from waferline.server.syntax.context import Snippet, select_context
-from waferline.server.syntax.languages import CONTEXT, load_query
-from waferline.server.syntax.tree import Snapshot, SyntaxTree, collect_errors, first_child_after
-from waferline.server.text import utf8_len
+from waferline.syntax.brackets import CLOSERS, OPENERS, open_brackets, state_at_end
+from waferline.syntax.context import Snippet, select_context
+from waferline.syntax.languages import CONTEXT, load_query
+from waferline.syntax.text import utf8_len
+from waferline.syntax.tree import Snapshot, SyntaxTree, collect_errors, first_child_after
 
 log = logging.getLogger(__name__)
 
