@@ -20,28 +20,36 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The hardware layer's front door: the Device protocol, its value types and the backend registry; a backend's own
 # modules (torch_backend, wafer) are behind it.
 HARDWARE_INTERFACE = ("waferline.hardware", "waferline.hardware.device", "waferline.hardware.registry")
-PRODUCT = ("waferline.server.*", "waferline.engine.*", "waferline.hardware.*", "waferline.training.*")
+# The engine's, for the server: the Engine protocol and its request types, and the factory that builds one from the
+# options (which alone knows the engine classes, and names the backends the options offer).
+ENGINE_INTERFACE = ("waferline.engine.api", "waferline.engine.factory")
+PRODUCT = (
+    "waferline.server.*",
+    "waferline.syntax.*",
+    "waferline.engine.*",
+    "waferline.hardware.*",
+    "waferline.training.*",
+)
 
 # top-level folder -> what its modules may import of waferline besides their own package. "waferline.x.*" is the
-# package x and every module in it; a name without ".*" is that module alone.
+# package x and every module in it; a name without ".*" is that module alone. docs/architecture.md draws this table
+# (its "Layers" block, which test_the_architecture_doc_draws_this_table reads).
 ALLOWED: dict[str, tuple[str, ...]] = {
     "hardware": (),
     "engine": HARDWARE_INTERFACE,
-    # hardware only to name a backend in configuration (the package's front and its registry, nothing else)
-    "server": ("waferline.engine.*", "waferline.hardware", "waferline.hardware.registry"),
-    # the server's tree-sitter parsers choose syntax-aware fill-in-the-middle spans; the confidence model the server
-    # applies is fitted by the training pipeline (training/calibrate.py)
-    "training": (
-        "waferline.engine.*",
-        "waferline.hardware.*",
-        "waferline.syntax.*",
-        "waferline.syntax.confidence",
-    ),
+    # text, positions and tree-sitter: what a completion is made of, below the server and training alike
+    "syntax": (),
+    "server": (*ENGINE_INTERFACE, "waferline.syntax.*"),
+    # the syntax layer's parsers choose fill-in-the-middle spans; the confidence model the server applies is fitted
+    # here (training/calibrate.py)
+    "training": ("waferline.engine.*", "waferline.hardware.*", "waferline.syntax.*"),
     "cli": PRODUCT,
     "benchmarks": (*PRODUCT, "waferline.cli.*"),
 }
@@ -162,6 +170,7 @@ def tool():
         "waferline.hardware.registry)"
     )
     assert check_module("from waferline.benchmarks.lsp import run\n", "cli/demo.py")[0].line == 1
+    assert check_module("from waferline.engine.factory import build_engine\n", "server/app.py") == []
     assert check_module("from waferline.cli.typing_session import SCRIPT\n", "benchmarks/lsp.py") == []
 
 
@@ -173,3 +182,27 @@ def test_the_server_loads_no_tool_and_no_training_module() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "", f"importing the server loaded: {done.stdout.split()}"
+
+
+# The imports past the layers' front doors that the tree had before the table was drawn as the diagram (issue 28):
+# each must be refused, wherever it would come back.
+FORMER_SHORTCUTS = [
+    ("server/worker.py", "from waferline.engine.jobs import Job, JobQueue"),
+    ("server/document.py", "from waferline.engine.tokenizer import without_lone_surrogates"),
+    ("server/engines.py", "from waferline.engine.routing import RoutedEngine"),
+    ("server/engines.py", "from waferline.engine.fallback import FallbackEngine"),
+    ("server/engines.py", "from waferline.engine.remote.engine import RemoteEngine"),
+    ("server/engines.py", "from waferline.engine.remote.stream import RemoteError"),
+    ("server/engines.py", "from waferline.engine.local import LocalEngine"),
+    ("server/options.py", "from waferline.hardware.registry import AUTO, WEIGHT_FORMATS, backend_names"),
+    ("training/fim.py", "from waferline.server.syntax.languages import parser_for"),
+    ("training/calibrate.py", "from waferline.server.features.confidence import FEATURES, Calibration"),
+    ("syntax/plan.py", "from waferline.engine.api import EditRequest"),
+    ("engine/tokenizer.py", "from waferline.syntax.text import utf8_len"),
+]
+
+
+@pytest.mark.parametrize(("path", "statement"), FORMER_SHORTCUTS)
+def test_each_former_shortcut_is_refused(path: str, statement: str) -> None:
+    found = check_module(statement + "\n", path)
+    assert [v.line for v in found] == [1], f"{path}: `{statement}` should break the layering"
