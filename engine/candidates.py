@@ -22,7 +22,6 @@ import torch
 from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session
 from waferline.engine.tokenizer import Tokenizer
-from waferline.hardware.device import step_many
 
 MIN_MEAN_LOGPROB = -2.5  # a geometric-mean token probability of about 8%
 
@@ -84,8 +83,8 @@ def score_candidates(
         run = [*prompt[cached:], *ids]
         # The backend's k-token step where it takes them all (about 2x cheaper than a prefill of a dozen tokens, and
         # the rows generation itself would compute), else a prefill.
-        fast = step_many(getattr(session.model, "fused", None), len(run)) is not None
-        logits = (session.verify(run) if fast else session.forward(run, last_only=False)).float()  # (len(run), vocab)
+        fast = session.model.verifies_in_one_call(len(run))
+        logits = session.forward(run, last_only=False, like_steps=fast).float()  # (len(run), vocab)
         logits = logits[len(prompt) - cached - 1 :]  # row j predicts ids[j]; the last row, what follows them
         if healing is not None:
             logits[0] = healing.mask(logits[0])

@@ -30,12 +30,11 @@ from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
-from waferline.engine.kvcache import Session
+from waferline.engine.kvcache import Scored, Session
 
 SOURCES = ("caller", "lookup")
 NGRAMS = (3, 2, 1)  # suffix lengths prompt lookup tries, longest first
@@ -231,32 +230,6 @@ def _rfind_aligned(buf: bytes | bytearray, pattern: bytes, end: int) -> int | No
         end = at + len(pattern) - 1
 
 
-class Scored(NamedTuple):
-    """Row `at` of logits `rows` (n, vocab) with what greedy decoding and the per-token log-probability read from
-    it. The row itself (`logits`) is indexed only when asked for: sampling asks, greedy decoding does not (indexing
-    a tensor costs about a microsecond, at a few microseconds of Python per token)."""
-
-    rows: Tensor
-    at: int
-    top: int  # the first index of the largest logit (argmax)
-    top_logit: float
-    lse: float  # logsumexp of the row
-
-    @property
-    def logits(self) -> Tensor:  # (vocab,)
-        return self.rows[self.at]
-
-    def logprob(self, token: int) -> float:
-        return (self.top_logit if token == self.top else float(self.rows[self.at, token])) - self.lse
-
-
-def scored(model: Any, rows: Tensor) -> list[Scored]:
-    """rows (n, vocab) of `model` (engine.model.Transformer), each with its argmax and logsumexp (`row_stats`: one
-    C call on the fused CPU step, where torch takes two calls of ~10 µs per row)."""
-    tops, maxes, lses = model.row_stats(rows)
-    return [Scored(rows, i, tops[i], maxes[i], lses[i]) for i in range(len(tops))]
-
-
 def sample_draft(
     logits: Tensor,
     draft: int,
@@ -290,14 +263,15 @@ def sample_draft(
 
 
 class Verifier:
-    """The drafted tokens of the last step while generation walks through them; without a drafter, plain steps.
+    """Speculative decoding's steps for `generate` (which makes one only with a drafter): the drafted tokens of the
+    last step while generation walks through them.
 
     After a step that fed [token, d1..dm], the cache holds the ds too and `left` of them are pending, with their
     logits rows; a sampled token equal to the next d is a hit (its row is taken, no step), any other ends the draft
     and the ds left are truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
     """
 
-    def __init__(self, session: Session, drafter: Drafter | None, *, greedy: bool = False) -> None:
+    def __init__(self, session: Session, drafter: Drafter, *, greedy: bool = False) -> None:
         self.session = session
         self.drafter = drafter
         self.greedy = greedy  # tokens are the argmax: a row after the first whose argmax is not its draft is unread
@@ -320,8 +294,7 @@ class Verifier:
 
     def resolve(self, token: int) -> bool:
         """Whether the sampled `token` is the next drafted one; if not, the rest of the draft is dropped."""
-        if self.drafter is not None:
-            self.drafter.push(token)
+        self.drafter.push(token)
         if not self.left:
             return False
         if token == self.draft[-self.left]:
@@ -340,12 +313,12 @@ class Verifier:
 
     def step(self, token: int, room: int) -> Scored:
         """Feed `token` (and a draft of at most `room` tokens after it); logits predicting what follows `token`."""
-        source, draft = ("", []) if self.drafter is None else self.drafter.propose(room)
+        source, draft = self.drafter.propose(room)
         t0 = time.perf_counter()
         if not draft:
-            rows = self.session.step(token)
+            row = self.session.step(token)
             self._observe(1, t0)
-            return scored(self.session.model, rows)[0]
+            return row
         rows = self.session.verify([token, *draft])
         self._observe(1 + len(draft), t0)
         self._rows, self._stats = rows, self.session.model.row_stats(rows, draft if self.greedy else ())
@@ -365,15 +338,13 @@ class Verifier:
             self._end(rejected=False)
 
     def _observe(self, tokens: int, t0: float) -> None:
-        if self.drafter is not None:
-            self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
+        self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
 
     def _end(self, *, rejected: bool) -> None:
         if self.left:
             self.session.truncate(self.session.length - self.left)
             self.left = 0
         self._rows = None
-        assert self.drafter is not None
         self.drafter.policy.record(self.source, self.proposed, self.kept, rejected)
         self.drafted += self.proposed
         self.accepted += self.kept

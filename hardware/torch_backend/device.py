@@ -61,6 +61,7 @@ class TorchDevice:
         self.torch_device = torch.device(device)
         self.dtype = dtype
         self.weights = weights
+        self.exact_rows: bool | None = None  # it depends on the dtype and torch's kernels: the engine probes
         # float32 (in, out) pre-transposed; bfloat16 on CPU packed for oneDNN; other 16-bit (out, in) as given
         self._transposed = dtype == torch.float32
         self._pack = weights == "float" and kernels.can_pack(self.torch_device, dtype)

@@ -122,9 +122,9 @@ def test_out_of_range_token_is_refused_not_read(compiled: None, monkeypatch: Any
     assert model.fused is not None
     kv = model.open_cache(8)
     with pytest.raises(ValueError, match="refused token 70"):
-        model.fused(70, kv, 0)
+        model.fused.step(70, kv, 0)
     with pytest.raises(ValueError, match="position 8"):
-        model.fused(1, kv, 8)
+        model.fused.step(1, kv, 8)
 
 
 def test_env_switch_and_large_models_keep_the_per_op_path(monkeypatch: Any) -> None:
@@ -187,7 +187,7 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
         one, one_cache = decode_logits(model, prompt, tokens)
         kv = model.open_cache(len(prompt) + k)
         model.forward(torch.tensor(prompt), kv, 0)
-        many = model.verify(tokens, kv, len(prompt))
+        many = model.forward(tokens, kv, len(prompt), last_only=False, like_steps=True)
         assert kv.length == len(prompt) + k
         assert torch.equal(many, one), f"k={k}"
         assert torch.equal(kv.payload.data.float(), one_cache), f"k={k}"
@@ -211,7 +211,7 @@ def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_toke
         tokens = torch.randint(0, model.args.vocab_size, (length,), generator=g)
         one_kv = model.open_cache(length)
         with torch.inference_mode():
-            one = torch.cat([model.forward_one(int(t), one_kv, i) for i, t in enumerate(tokens)])
+            one = torch.cat([model.forward([int(t)], one_kv, i) for i, t in enumerate(tokens)])
         calls.clear()
         kv, rows_kv = model.open_cache(length), model.open_cache(length)
         with torch.inference_mode():
@@ -238,7 +238,9 @@ def test_many_token_step_refuses_what_does_not_fit(compiled: None, monkeypatch: 
         model.fused.many([1, 70], kv, 0)  # 70 is past the vocabulary
     with pytest.raises(ValueError, match="refused 4 tokens"):
         model.fused.many([1, 2, 3, 4], kv, 18)  # past the cache
-    assert len(model.verify(list(range(17)), kv, 0)) == 17  # more than one call takes: the per-op calls
+    assert (
+        len(model.forward(list(range(17)), kv, 0, last_only=False, like_steps=True)) == 17
+    )  # more than one call takes: the per-op calls
 
 
 def _with_threads(n: int) -> Any:
@@ -275,7 +277,7 @@ def test_the_step_on_several_threads_equals_one_thread_bit_for_bit(
         model.forward(torch.tensor(prompt), kv, 0)  # per-op prefill on one thread (torch's float GEMM splits sums)
         with _with_threads(threads):
             one = torch.cat([model.forward(tokens[i : i + 1], kv, len(prompt) + i) for i in range(8)])
-            many = model.verify(tokens[8:].tolist(), kv, len(prompt) + 8)
+            many = model.forward(tokens[8:].tolist(), kv, len(prompt) + 8, last_only=False, like_steps=True)
         results.append((one, many, kv.payload.data.clone()))
     for one, many, cache in results[1:]:
         assert torch.equal(one, results[0][0]) and torch.equal(many, results[0][1])
