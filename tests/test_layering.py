@@ -15,6 +15,7 @@ dispatcher (cli/main.py) does that, to load its subcommands. The second test che
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -206,3 +207,23 @@ FORMER_SHORTCUTS = [
 def test_each_former_shortcut_is_refused(path: str, statement: str) -> None:
     found = check_module(statement + "\n", path)
     assert [v.line for v in found] == [1], f"{path}: `{statement}` should break the layering"
+
+
+def doc_table() -> dict[str, set[str]]:
+    """docs/architecture.md's layer table (between `<!-- layers -->` and `<!-- /layers -->`) as rules like ALLOWED's:
+    `engine/` is waferline.engine.*, `engine/api.py` waferline.engine.api, `hardware/__init__.py` waferline.hardware."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- layers -->", 1)[1].split("<!-- /layers -->", 1)[0]
+    table: dict[str, set[str]] = {}
+    for line in block.strip().splitlines()[2:]:
+        folder, may = (cell.strip() for cell in line.strip().strip("|").split("|"))
+        rules = set()
+        for cited in re.findall(r"`([^`]+)`", may):
+            name = "waferline." + cited.removesuffix("/__init__.py").removesuffix(".py").rstrip("/").replace("/", ".")
+            rules.add(name + ".*" if cited.endswith("/") and not cited.endswith("__init__.py") else name)
+        table[folder.strip("`").rstrip("/")] = rules
+    return table
+
+
+def test_the_architecture_doc_draws_this_table() -> None:
+    assert doc_table() == {package: set(rules) for package, rules in ALLOWED.items()}
