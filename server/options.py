@@ -197,7 +197,8 @@ class Options:
         0,
         ENGINE,
         "CPU threads for the model's math. `0` lets the engine choose: one thread for models under 50M parameters (on "
-        "a small machine a second thread mostly waits for a core busy with the event loop), torch's default above.",
+        "a small machine a second thread mostly waits for a core busy with the event loop), all cores but one above "
+        "(the one left to the editor).",
         minimum=0,
         maximum=256,
     )
