@@ -79,7 +79,7 @@ def score_candidates(
             continue
         if healing is not None and not bool((healing.allowed == ids[0]).any()):
             continue  # its tokens do not begin where the healed prompt expects
-        cached = session.prepare(prompt)  # at most all but the last prompt token, whose logits predict ids[0]
+        cached = session.reuse_prefix(prompt)  # at most all but the last prompt token, whose logits predict ids[0]
         run = [*prompt[cached:], *ids]
         # The backend's k-token step where it takes them all (about 2x cheaper than a prefill of a dozen tokens, and
         # the rows generation itself would compute), else a prefill.

@@ -198,7 +198,7 @@ def generate(
     if should_cancel is not None and should_cancel():
         return GenerationResult([], "", "cancelled", len(prompt), 0, 0, 0.0, 0.0, 0)
     with torch.inference_mode():
-        reused = session.prepare(prompt)
+        reused = session.reuse_prefix(prompt)
         logits = prefill(session, prompt[reused:], chunk_size=chunk_size, should_cancel=should_cancel)
         prefill_end, prefill_end_cpu = clock(), time.process_time()
         prefilled = session.length - reused

@@ -1,12 +1,12 @@
 """KV-cached sessions: one preallocated cache per document, reused across requests by longest common prefix.
 
 A developer types one character; the new prompt shares almost all of its tokens with the previous one. A `Session`
-remembers which token ids its cache holds, so `prepare(prompt)` keeps the longest common prefix and only the
+remembers which token ids its cache holds, so `reuse_prefix(prompt)` keeps the longest common prefix and only the
 difference is prefilled. A `SessionPool` keys sessions by a string (the server uses one per document), caps the
 bytes their caches hold, and evicts whole sessions, least recently used first.
 
 Invariant: `session.tokens` lists exactly the ids whose keys and values sit in `session.kv`, in order
-(`len(session.tokens) == session.kv.length`); only `Session.forward`, `Session.verify`, `Session.prepare` and
+(`len(session.tokens) == session.kv.length`); only `Session.forward`, `Session.verify`, `Session.reuse_prefix` and
 `Session.truncate` change either.
 """
 
@@ -75,7 +75,7 @@ class Session:
     def nbytes(self) -> int:
         return self.kv.nbytes
 
-    def prepare(self, prompt_ids: Sequence[int]) -> int:
+    def reuse_prefix(self, prompt_ids: Sequence[int]) -> int:
         """Keep the longest common prefix of the cache and `prompt_ids`; return how many prompt tokens it covers.
 
         At least one prompt token is always left to prefill, because generation needs the logits that its forward

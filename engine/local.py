@@ -109,14 +109,17 @@ class LocalEngine:
         loaded = load(model, backend=backend, weights=weights)
         set_threads(threads or None, loaded.args.n_params)
         engine = cls(loaded, kv_cache_bytes=kv_cache_mb << 20, speculate=speculate)
-        engine.warm_up()
+        engine.first_run()
         return engine
 
-    def warm_up(self) -> None:
-        """One short generation, so the first keystroke does not pay for first-call allocations and dispatch."""
-        request = EditRequest(session_id="__warm_up__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4)
+    def first_run(self) -> None:
+        """One short, thrown-away generation at load, so that the first keystroke does not pay for first-call
+        allocations and dispatch (not the `warmUp` option's prefill ahead of a request: server/features/warm.py)."""
+        request = EditRequest(
+            session_id="__first_run__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4
+        )
         self.complete(request, lambda: False)
-        self.drop_session("__warm_up__")
+        self.drop_session("__first_run__")
 
     def context_chars(self, max_new_tokens: int) -> int:
         """Characters of prompt text that fit the context, so the server's plan sizes its window to the model and
@@ -174,7 +177,7 @@ class LocalEngine:
             done.stop_reason = "cancelled"
             return done
         with torch.inference_mode():
-            reused = session.prepare(prompt)  # cuts what the session holds past the common prefix
+            reused = session.reuse_prefix(prompt)  # cuts what the session holds past the common prefix
             logits = prefill(session, prompt[reused:-1], chunk_size=WARM_CHUNK, should_cancel=should_cancel)
         done.reused_tokens, done.prefilled_tokens = reused, session.length - reused
         done.prefill_s = time.perf_counter() - t0

@@ -74,8 +74,8 @@ class Stats:
     phases_ms: dict[str, list[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def count_shed(self, name: str, n: int = 1) -> None:
-        """Add to one of the shedding (or context) counters (from any thread)."""
+    def count(self, name: str, n: int = 1) -> None:
+        """Add to one of the counters above (from any thread): shedding, context, precompute and index counts."""
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
 

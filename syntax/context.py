@@ -14,7 +14,7 @@ from tree_sitter import Node, QueryCursor
 
 from waferline.syntax.languages import CONTEXT, load_query
 from waferline.syntax.text import utf8_len
-from waferline.syntax.tree import Snapshot
+from waferline.syntax.tree import TreeSnapshot
 
 SIBLING_BAND = 4096  # bytes before the window searched for sibling definitions
 
@@ -31,7 +31,7 @@ class Snippet:
 
 
 def select_context(
-    text: str, snap: Snapshot, root: Node, offset: int, b: int, prefix_start: int, suffix_end: int, room: int
+    text: str, snap: TreeSnapshot, root: Node, offset: int, b: int, prefix_start: int, suffix_end: int, room: int
 ) -> list[Snippet]:
     """Imports above the window, headers of the enclosing definitions it cut off, and the nearest sibling
     definitions outside it; in document order, within `room` characters."""

@@ -23,7 +23,7 @@ from tree_sitter import Node
 
 from waferline.syntax.languages import parser_for
 from waferline.syntax.text import utf8_len
-from waferline.syntax.tree import Snapshot, SyntaxError_, collect_errors, first_child_after
+from waferline.syntax.tree import SyntaxError_, TreeSnapshot, collect_errors, first_child_after
 
 REGION_MAX_BYTES = 16384  # a region bigger than this is narrowed to the block around the cursor, or not used
 
@@ -31,7 +31,7 @@ REGION_MAX_BYTES = 16384  # a region bigger than this is narrowed to the block a
 class ParseCheck:
     """Errors of the document, and of the document with one span replaced, for one cursor."""
 
-    def __init__(self, snap: Snapshot, cursor_byte: int, line_end_byte: int):
+    def __init__(self, snap: TreeSnapshot, cursor_byte: int, line_end_byte: int):
         self.snap = snap
         self.region = _python_region(snap, cursor_byte, line_end_byte) if snap.language_id == "python" else None
 
@@ -93,7 +93,7 @@ def new_syntax_error(language_id: str, text: str, start: int, end: int, new_text
     return None
 
 
-def _python_region(snap: Snapshot, cursor: int, line_end: int) -> tuple[int, int] | None:
+def _python_region(snap: TreeSnapshot, cursor: int, line_end: int) -> tuple[int, int] | None:
     """[start, end) bytes of the whole statements around the cursor (from their first line's start), narrowed into
     the body of a big definition; None when no small region holds the cursor (then the whole document is used)."""
     node = snap.tree.root_node

@@ -19,7 +19,7 @@ from waferline.syntax.brackets import CLOSERS, OPENERS, open_brackets, state_at_
 from waferline.syntax.context import Snippet, select_context
 from waferline.syntax.languages import CONTEXT, load_query
 from waferline.syntax.text import utf8_len
-from waferline.syntax.tree import Snapshot, SyntaxTree, collect_errors, first_child_after
+from waferline.syntax.tree import SyntaxTree, TreeSnapshot, collect_errors, first_child_after
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class CompletionPlan:
     prefix_start: int
     suffix_end: int
     context_budget: int  # characters of max_context_chars left for the server's snippets
-    snapshot: Snapshot | None = field(default=None, repr=False)  # the tree the plan read, for finish_completion
+    snapshot: TreeSnapshot | None = field(default=None, repr=False)  # the tree the plan read, for finish_completion
 
 
 def plan_completion(
@@ -169,7 +169,7 @@ def _should_complete(
     root: Node | None,
     cursor_byte: int,
     language_id: str | None,
-    snap: Snapshot | None,
+    snap: TreeSnapshot | None,
     explicit: bool,
 ) -> tuple[bool, str]:
     if "\0" in text[max(offset - 4096, 0) : offset + 4096]:

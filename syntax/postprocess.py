@@ -16,7 +16,7 @@ from waferline.syntax.brackets import CLOSERS, OPENERS, scan_brackets
 from waferline.syntax.parse_check import ParseCheck
 from waferline.syntax.plan import CompletionPlan, indentation, is_word_char, line_bounds
 from waferline.syntax.text import utf8_len
-from waferline.syntax.tree import Snapshot, SyntaxError_, SyntaxTree
+from waferline.syntax.tree import SyntaxError_, SyntaxTree, TreeSnapshot
 
 MAX_PARSES = 8  # candidate cuts checked by parsing, longest first (each is one incremental parse)
 
@@ -140,7 +140,7 @@ def finish_completion(
     return Finished(best[1], best[2], best[1] != completion, len(base), best[0])
 
 
-def _snapshot_for(text: str, language_id: str | None, plan: CompletionPlan) -> Snapshot | None:
+def _snapshot_for(text: str, language_id: str | None, plan: CompletionPlan) -> TreeSnapshot | None:
     """The plan's tree when it is the tree of `text`, else a fresh parse (slower, still correct)."""
     snap = plan.snapshot
     if snap is not None and snap.language_id == language_id and len(snap.source) == utf8_len(text):

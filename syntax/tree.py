@@ -186,16 +186,16 @@ class SyntaxTree:
         root = self.root
         return root.descendant_for_byte_range(byte, byte) if root is not None else None
 
-    def snapshot(self) -> Snapshot | None:
+    def snapshot(self) -> TreeSnapshot | None:
         """The tree and bytes as they are now, safe to read on another thread while typing goes on."""
         tree = self.tree
         if tree is None or self.language_id is None:
             return None
-        return Snapshot(self.language_id, tree.copy(), self.source)
+        return TreeSnapshot(self.language_id, tree.copy(), self.source)
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class TreeSnapshot:
     """A document's tree and bytes at one moment; checking a completion parses a copy, never the document."""
 
     language_id: str

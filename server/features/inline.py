@@ -81,7 +81,7 @@ class InlineCompletions:
         self.tickets = Tickets(documents)  # each document's newest request: older ones are shed (server/shedding.py)
         self._caches: dict[str, SuggestionCache] = {}
         # each document's outside context, kept while its window stays put
-        self.context_memo = ContextMemo(on_hit=lambda: stats.count_shed("context_kept"))
+        self.context_memo = ContextMemo(on_hit=lambda: stats.count("context_kept"))
 
     def forget(self, uri: str | None = None) -> None:
         """Drop the remembered suggestions of one document (closed, opened again), or of all (new options or engine):
@@ -257,7 +257,7 @@ class InlineCompletions:
     def _shed_if_stale(self, ticket: Ticket | None, stage: str) -> None:
         """Raise Superseded, counting it, when the request is stale on reaching `stage` ("plan" or "engine")."""
         if ticket is not None and ticket.stale():
-            self.stats.count_shed(f"shed_before_{stage}")
+            self.stats.count(f"shed_before_{stage}")
             raise Superseded
 
     def _context_unless_stale(
@@ -265,7 +265,7 @@ class InlineCompletions:
     ) -> list[Snippet]:
         """On a helper thread: the repository context, or nothing for a request gone stale while it queued here."""
         if ticket is not None and ticket.stale():  # read-only checks of the loop's state: at worst one lookup too many
-            self.stats.count_shed("context_skipped")
+            self.stats.count("context_skipped")
             return []
         return context(text, plan)
 
@@ -278,7 +278,7 @@ class InlineCompletions:
         if not options.precompute:
             return
         if not self.idle():  # requests are waiting: they come first
-            self.stats.count_shed("precompute_yielded")
+            self.stats.count("precompute_yielded")
             return
         if await self.precompute_next(snapshot, shown, options, self.context_for(snapshot)):
             self.stats.precomputed += 1
@@ -306,7 +306,7 @@ class InlineCompletions:
         if not plan.complete:
             return False
         if not self.idle() or self.documents.get(snapshot.uri) is None:  # real requests came in meanwhile
-            self.stats.count_shed("precompute_yielded")
+            self.stats.count("precompute_yielded")
             return False
         # Its own KV session: the text after an accept that may not happen must not displace the document's prompt
         # from the document's session (the next keystroke's request would prefill its whole window again).

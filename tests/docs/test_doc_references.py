@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 TOP = r"(?:server|syntax|engine|hardware|training|cli|benchmarks|tests|editor-clients|docs|\.ci)"
 # a path: a top-level folder, then names; not a URL, a glob, a placeholder or a run directory
 PATH = re.compile(rf"(?<![\w./<*:-])(?:\.\./)*({TOP}/[\w.+-]+(?:/[\w.+-]+)*/?)(?![\w<*])")
