@@ -86,6 +86,33 @@ def stale(doc: Path) -> list[str]:
     return found
 
 
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+LINK = re.compile(r"\]\(((?:[\w.-]+/)*)([\w.-]+\.md)?#([\w-]+)\)")
+
+
+def broken_anchors(doc: Path) -> list[str]:
+    """Links `[...](page.md#anchor)` (or `(#anchor)`) to a doc of docs/ whose headings make no such anchor."""
+    found = []
+    for lineno, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+        for m in LINK.finditer(line):
+            target = doc.parent / m.group(1) / (m.group(2) or doc.name)
+            if target.resolve().parent == (ROOT / "docs") and target.is_file():
+                heads = re.findall(r"^#+ (.*)$", target.read_text(encoding="utf-8"), re.M)
+                if m.group(3) not in {slug(h) for h in heads}:
+                    found.append(f"{doc.relative_to(ROOT)}:{lineno}: {target.name}#{m.group(3)} is no heading")
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+def test_every_link_to_a_section_finds_it(doc: Path) -> None:
+    problems = broken_anchors(doc)
+    assert not problems, "links to sections that are not there:\n" + "\n".join(problems)
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
 def test_every_path_and_name_a_doc_cites_exists(doc: Path) -> None:
     problems = stale(doc)
@@ -112,3 +139,13 @@ def _reader(doc: Path, text: str):  # type: ignore[no-untyped-def]
         return text if self == doc else real(self, *args, **kwargs)
 
     return read_text
+
+
+def test_a_planted_link_to_a_missing_section_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = ROOT / "docs" / "planted-for-the-test.md"
+    monkeypatch.setattr(Path, "is_file", lambda self: self == doc or self.exists())
+    monkeypatch.setattr(Path, "read_text", _reader(doc, (
+        "[kept](benchmarks.md#engine-decode-speculation-llamacpp-waferline-bench) and\n"
+        "[moved](benchmarks.md#a-section-that-moved)\n"
+    )))  # fmt: skip
+    assert broken_anchors(doc) == ["docs/planted-for-the-test.md:2: benchmarks.md#a-section-that-moved is no heading"]
