@@ -53,11 +53,11 @@ class EditRequest:
     candidates: tuple[str, ...] = ()
     # Text the completion likely starts with (the server sends the still-valid tail of the model's previous text for
     # this document, server/features/suggestion_cache.py): a draft the engine verifies several tokens per step
-    # (speculative decoding, engine/speculate.py, ranked before prompt lookup). It changes how fast the completion
+    # (speculative decoding, engine/speculate.py, ranked before n-gram lookup). It changes how fast the completion
     # comes, never what it is. An engine may ignore it.
     draft: str = ""
     # Text the completion may copy pieces of, when there is no draft (the server sends the model's previous text for
-    # the document where the user typed something else than its start): prompt lookup searches it first. Like the
+    # the document where the user typed something else than its start): n-gram lookup searches it first. Like the
     # draft it changes how fast the completion comes, never what it is. An engine may ignore it.
     lookup: str = ""
     route: Route = "completion"

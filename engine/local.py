@@ -3,7 +3,7 @@
 An EditRequest becomes a fill-in-the-middle prompt (suffix-prefix-middle for models trained on it, so a keystroke
 only appends tokens), generated in the document's KV session, which keeps every shared prefix; a ChatRequest becomes
 the model's chat template rendered to tokens (engine/chat.py), generated in a session of its own. Both decode
-speculatively (drafts from prompt lookup and the request's `draft`, verified k tokens per step: engine/speculate.py).
+speculatively (drafts from n-gram lookup and the request's `draft`, verified k tokens per step: engine/speculate.py).
 `warm` prefills the prompt `complete` would build into the document's session without decoding, in short chunks so
 that a real request waits at most one of them.
 """
@@ -80,7 +80,7 @@ class LocalEngine:
         self.healer = TokenHealer(loaded.tokenizer) if self.fim.default_order == "spm" else None
         self.chat_template = read_chat_template(Path(loaded.path)) if loaded.path is not None else None
         self._candidate_stops: tuple[int, ...] | None = None  # FIM stops and line breaks, computed on first use
-        # Speculative decoding (engine/speculate.py): drafts from prompt lookup and the request's `draft`, verified
+        # Speculative decoding (engine/speculate.py): drafts from n-gram lookup and the request's `draft`, verified
         # several tokens per step; the policy learns per source how often drafts hold and what a k-token step costs
         # here, and drafts only where that pays. Output is the same either way.
         # Only where verification is exact (`Transformer.exact_verify`): elsewhere greedy text could part at a near-tie.
@@ -263,7 +263,7 @@ class LocalEngine:
         return _completion(result)
 
     def _drafter(self, prompt: list[int], caller: str, also: str = "") -> Drafter | None:
-        """Drafts for one request: prompt lookup over `prompt` (and `also` first, without a caller's draft), and the
+        """Drafts for one request: n-gram lookup over `prompt` (and `also` first, without a caller's draft), and the
         caller's expected text."""
         if self.draft_policy is None:
             return None

@@ -9,7 +9,7 @@ generation keeps a drafted token only when it is the argmax, sampling keeps it w
 Sources, cheapest first:
 - `caller`: the text the caller expects (EditRequest.draft: the still-valid tail of the previous suggestion, the
   text after the cursor), proposed position by position while the generated tokens follow it;
-- `lookup`: prompt lookup: the last n generated-or-prompt ids (n = 3, 2, 1) found earlier in the prompt, the
+- `ngram`: n-gram lookup: the last n generated-or-prompt ids (n = 3, 2, 1) found earlier in the prompt, the
   generated text or the caller's draft (or, without one, other text the caller expects pieces of: EditRequest.lookup,
   the model's previous text for the document when the user typed something else), and the ids that followed that
   occurrence proposed (a `bytes.rfind` over the
@@ -36,11 +36,11 @@ from torch import Tensor
 
 from waferline.engine.kvcache import Scored, Session
 
-SOURCES = ("caller", "lookup")
-NGRAMS = (3, 2, 1)  # suffix lengths prompt lookup tries, longest first
+SOURCES = ("caller", "ngram")
+NGRAMS = (3, 2, 1)  # suffix lengths n-gram lookup tries, longest first
 MAX_DRAFT = 15  # drafted tokens per step: with the token before them, the fused step's 16
 PROBE_EVERY = 8  # where drafting does not pay, still draft (2 tokens) every this many steps, to notice a change
-PRIOR_ACCEPT = {"caller": 0.8, "lookup": 0.5}  # per-token acceptance assumed before a source has been seen
+PRIOR_ACCEPT = {"caller": 0.8, "ngram": 0.5}  # per-token acceptance assumed before a source has been seen
 MIN_GAIN = 1.05  # draft only where the expected tokens per unit of step time beat plain steps by this much
 PRIOR_SLOPE = 0.25  # extra cost of each further token in a step, in one-token steps, before any is measured
 REFRESH_EVERY = 8  # steps between refreshes of the step costs a draft length is chosen by
@@ -163,14 +163,14 @@ def _weighted_median(pairs: list[tuple[float, int]]) -> float:
 
 
 class Drafter:
-    """One request's drafts: prompt lookup over its context, and the caller's expected text."""
+    """One request's drafts: n-gram lookup over its context, and the caller's expected text."""
 
     def __init__(
         self, context: Sequence[int], policy: DraftPolicy, *, caller: Sequence[int] = (), also: Sequence[int] = ()
     ) -> None:
         self.policy = policy
         self.caller = list(caller)
-        # searched first by prompt lookup: the caller's draft, else other text the caller expects pieces of (`also`)
+        # searched first by n-gram lookup: the caller's draft, else other text the caller expects pieces of (`also`)
         self._corpus = self.caller or list(also)
         self._caller_buf = array("i", self._corpus).tobytes()
         self._buf = bytearray(array("i", context).tobytes())  # prompt ids, then each generated id, as int32
@@ -198,8 +198,8 @@ class Drafter:
         found = self._lookup(room)
         if not found:
             return "", []
-        k = self.policy.length("lookup", len(found))
-        return ("lookup", found[:k]) if k else ("", [])
+        k = self.policy.length("ngram", len(found))
+        return ("ngram", found[:k]) if k else ("", [])
 
     def _lookup(self, room: int) -> list[int]:
         """The ids after the latest earlier occurrence of the context's last n ids (longest n first), searched in

@@ -205,8 +205,9 @@ class Options:
     speculate: bool = option(
         True,
         ENGINE,
-        "Speculative decoding in the local engine: drafts from prompt lookup verified several tokens per model step, "
-        "the same tokens as without it (greedy), used only where the backend verifies exactly (docs/engine.md).",
+        "Speculative decoding in the local engine: drafts from n-gram lookup over the prompt, verified several tokens "
+        "per model step, the same tokens as without it (greedy), used only where the backend verifies exactly "
+        "(docs/engine.md).",
     )
     kv_cache_mb: int = option(
         256,
