@@ -2,7 +2,7 @@
 
 `WaferlineServer` is the one object that owns state; server/handlers.py registers the LSP handlers on it, and each
 handler calls a method here, a feature object it holds (`inline`: server/features/inline.py) or a plain function
-of a feature module. Documents (server/document.py) are kept in `TextDocument`s (the position-encoding-aware text
+of a feature module. Documents (server/document.py) are kept in `DocumentText`s (the position-encoding-aware text
 of syntax/text.py) and are the only copy: pygls' own workspace copy is bypassed, so a bad edit is refused in one
 place, with the text left as it was.
 """

@@ -85,10 +85,11 @@ def column_to_index(line: str, character: int, encoding: str) -> int:
     return len(line)
 
 
-class TextDocument:
+class DocumentText:
     """The text of one open document, kept as `str`, with its line starts kept current edit by edit.
 
-    `apply_change` takes LSP ranges; `offset_at`/`position_at` convert between positions and `str` offsets.
+    `apply_change` takes LSP ranges; `offset_at`/`position_at` convert between positions and `str` offsets. (Not
+    pygls' `TextDocument`: the server keeps its own copy and bypasses pygls' workspace, server/protocol.py.)
     """
 
     def __init__(self, text: str, *, version: int = 0, encoding: str = "utf-16", language_id: str | None = None):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tree_sitter import Node, Parser, Tree
 
 from waferline.syntax.languages import language, parser_for
-from waferline.syntax.text import TextChange, TextDocument
+from waferline.syntax.text import DocumentText, TextChange
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class SyntaxTree:
         self.parses = 0  # parses done so far (incremental or not): a figure for stats and tests
 
     @classmethod
-    def for_document(cls, doc: TextDocument) -> SyntaxTree:
+    def for_document(cls, doc: DocumentText) -> SyntaxTree:
         return cls(doc.language_id, doc.text)
 
     @property
@@ -141,7 +141,7 @@ class SyntaxTree:
         return tree.root_node if tree is not None else None
 
     def apply(self, change: TextChange) -> None:
-        """Record one edit (as `TextDocument.apply_change` returned it); the parse waits for the next reader."""
+        """Record one edit (as `DocumentText.apply_change` returned it); the parse waits for the next reader."""
         old = self.source
         new_bytes = change.new_text.encode("utf-8", "surrogatepass")
         assert change.new_end_byte - change.start_byte == len(new_bytes), "change bytes disagree with its text"

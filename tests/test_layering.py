@@ -150,7 +150,7 @@ from waferline.hardware import Device
 from waferline.hardware.torch_backend import fused
 
 if TYPE_CHECKING:
-    from waferline.syntax.text import TextDocument
+    from waferline.syntax.text import DocumentText
 
 
 def tool():
@@ -166,7 +166,7 @@ def tool():
         (14, "waferline.training.train"),  # a relative import resolved to the training pipeline
     ]
     assert str(found[1]) == (
-        "engine/bad.py:9: `from waferline.syntax.text import TextDocument`: engine/ may not import "
+        "engine/bad.py:9: `from waferline.syntax.text import DocumentText`: engine/ may not import "
         "waferline.syntax.text (it may import: waferline.hardware, waferline.hardware.device, "
         "waferline.hardware.registry)"
     )

@@ -1,4 +1,4 @@
-"""LSP positions and incremental edits over arbitrary Unicode: TextDocument against a plain reference model; and
+"""LSP positions and incremental edits over arbitrary Unicode: DocumentText against a plain reference model; and
 the layer that reads positions and offsets from a client's params (server/params.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.server import params
 from waferline.server.document import Document
-from waferline.syntax.text import ENCODINGS, PositionError, TextDocument
+from waferline.syntax.text import ENCODINGS, DocumentText, PositionError
 
 _EOL = re.compile(r"\r\n|\r|\n")
 
@@ -61,7 +61,7 @@ def is_boundary(text: str, offset: int) -> bool:
 @settings(max_examples=300, deadline=None)
 @given(documents, st.data(), st.sampled_from(ENCODINGS))
 def test_position_round_trip(text: str, data: st.DataObject, encoding: str) -> None:
-    doc = TextDocument(text, encoding=encoding)
+    doc = DocumentText(text, encoding=encoding)
     assert doc.line_count == len(reference_lines(text))
     offset = data.draw(st.integers(0, len(text)).filter(lambda o: is_boundary(text, o)))
     position = doc.position_at(offset)
@@ -73,7 +73,7 @@ def test_position_round_trip(text: str, data: st.DataObject, encoding: str) -> N
 @given(documents, st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60), documents), max_size=6),
        st.sampled_from(ENCODINGS))  # fmt: skip
 def test_edits_in_any_encoding_equal_string_splicing(text: str, edits: list, encoding: str) -> None:
-    doc = TextDocument(text, encoding=encoding)
+    doc = DocumentText(text, encoding=encoding)
     expected = text
     for a, b, new in edits:
         start, end = sorted((min(a, len(expected)), min(b, len(expected))))
@@ -87,7 +87,7 @@ def test_edits_in_any_encoding_equal_string_splicing(text: str, edits: list, enc
         assert (change.start, change.old_end, change.new_end) == (start, end, start + len(new))
         assert change.start_byte == len(expected[:start].encode())
         assert change.new_end_byte == change.start_byte + len(new.encode())
-        fresh = TextDocument(expected, encoding=encoding)
+        fresh = DocumentText(expected, encoding=encoding)
         assert doc._line_starts == fresh._line_starts, "incremental line starts equal a fresh scan"
         for line in range(doc.line_count):
             assert doc.line_text(line) == fresh.line_text(line)
@@ -100,19 +100,19 @@ def test_edits_in_any_encoding_equal_string_splicing(text: str, edits: list, enc
 )  # fmt: skip
 def test_inside_a_character_snaps_to_its_start(encoding: str, character: int, expected: int) -> None:
     # "a😀b": 😀 is 2 UTF-16 units and 4 UTF-8 bytes; positions inside it mean its start.
-    doc = TextDocument("a😀b", encoding=encoding)
+    doc = DocumentText("a😀b", encoding=encoding)
     assert doc.offset_at(0, character) == expected
 
 
 def test_utf16_positions_count_surrogate_pairs() -> None:
-    doc = TextDocument("x = '😀'\ny")
+    doc = DocumentText("x = '😀'\ny")
     assert doc.position_at(len("x = '😀")) == (0, 7)
     doc.apply_change(((0, 7), (0, 7)), "!")
     assert doc.text == "x = '😀!'\ny"
 
 
 def test_character_past_line_end_means_line_end() -> None:
-    doc = TextDocument("ab\r\ncd\rxy\n")
+    doc = DocumentText("ab\r\ncd\rxy\n")
     assert doc.offset_at(0, 99) == 2
     assert doc.offset_at(1, 99) == 6
     assert [doc.line_text(i) for i in range(doc.line_count)] == ["ab", "cd", "xy", ""]
@@ -121,7 +121,7 @@ def test_character_past_line_end_means_line_end() -> None:
 
 
 def test_bad_ranges_raise_and_leave_the_text_alone() -> None:
-    doc = TextDocument("one\ntwo\n", version=3)
+    doc = DocumentText("one\ntwo\n", version=3)
     for rng in [((5, 0), (5, 0)), ((3, 1), (3, 1)), ((1, 2), (0, 1)), ((-1, 0), (0, 0)), ((0, -2), (0, 0))]:
         with pytest.raises(PositionError):
             doc.apply_change(rng, "X")
@@ -134,15 +134,15 @@ def test_bad_ranges_raise_and_leave_the_text_alone() -> None:
 
 
 def test_full_replacement_and_unknown_encoding() -> None:
-    doc = TextDocument("old")
+    doc = DocumentText("old")
     change = doc.apply_change(None, "new\ntext")
     assert (doc.text, doc.line_count, change.old_end) == ("new\ntext", 2, 3)
     with pytest.raises(ValueError, match="utf-7"):
-        TextDocument("", encoding="utf-7")
+        DocumentText("", encoding="utf-7")
 
 
 def test_rollback_undoes_the_edits_after_a_checkpoint() -> None:
-    doc = TextDocument("one\ntwo", version=1)
+    doc = DocumentText("one\ntwo", version=1)
     before = doc.checkpoint()
     doc.apply_change(((0, 0), (0, 0)), "zero\n", version=2)
     doc.rollback(before)

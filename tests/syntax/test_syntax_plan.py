@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from waferline.syntax.plan import CompletionPlan, plan_completion
 from waferline.syntax.postprocess import enforce_stop_rules, finish_completion, should_stop
-from waferline.syntax.text import TextDocument
+from waferline.syntax.text import DocumentText
 from waferline.syntax.tree import SyntaxTree, collect_errors
 
 SAMPLE = (Path(__file__).parents[1] / "server" / "fixtures" / "sample.py").read_text(encoding="utf-8")
@@ -85,7 +85,7 @@ def test_single_or_multi_line(language_id: str | None, marked: str, multiline: b
 def test_prefix_window_is_stable_while_typing() -> None:
     """Typing appends to the prefix and leaves the suffix and the context alone, so the engine's KV cache holds."""
     text = SAMPLE * 8
-    doc = TextDocument(text, language_id="python")
+    doc = DocumentText(text, language_id="python")
     tree = SyntaxTree.for_document(doc)
     line = doc.line_count // 2
     while doc.line_text(line).strip():
@@ -110,7 +110,7 @@ def test_window_and_its_room_for_snippets_hold_while_typing(steady: bool) -> Non
     `steady_window`, under load), and the room left for snippets from other files does not shrink with each key (a
     snippet dropped at the prompt's start is a full prefill): it changes only when the window moves."""
     text = SAMPLE * 8
-    doc = TextDocument(text, language_id="python")
+    doc = DocumentText(text, language_id="python")
     tree = SyntaxTree.for_document(doc)
     offset = len(doc.text)
     plans = []

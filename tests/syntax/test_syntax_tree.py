@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from waferline.syntax.languages import CONTEXT, load_query
-from waferline.syntax.text import TextDocument
+from waferline.syntax.text import DocumentText
 from waferline.syntax.tree import MAX_PARSE_BYTES, SyntaxTree
 
 FIXTURES = Path(__file__).parents[1] / "server" / "fixtures"
@@ -21,7 +21,7 @@ snippets = st.sampled_from(["x", " ", "\n", "    ", "(", ")", ":", "def ", "retu
 @given(st.lists(st.tuples(st.integers(0, len(SAMPLE)), st.integers(0, 8), st.lists(snippets, max_size=4)),
                 min_size=1, max_size=8))  # fmt: skip
 def test_incremental_reparse_equals_fresh_parse(edits: list) -> None:
-    doc = TextDocument(SAMPLE, language_id="python")
+    doc = DocumentText(SAMPLE, language_id="python")
     tree = SyntaxTree.for_document(doc)
     assert tree.root is not None
     for at, length, pieces in edits:
@@ -39,7 +39,7 @@ def test_incremental_reparse_equals_fresh_parse(edits: list) -> None:
 
 
 def test_edits_are_parsed_lazily_once() -> None:
-    doc = TextDocument(SAMPLE, language_id="python")
+    doc = DocumentText(SAMPLE, language_id="python")
     tree = SyntaxTree.for_document(doc)
     assert not tree.has_errors and tree.parses == 1
     line = doc.line_count - 1
@@ -53,7 +53,7 @@ def test_edits_are_parsed_lazily_once() -> None:
 
 
 def test_snapshot_is_unaffected_by_later_edits() -> None:
-    doc = TextDocument("x = 1\n", language_id="python")
+    doc = DocumentText("x = 1\n", language_id="python")
     tree = SyntaxTree.for_document(doc)
     snap = tree.snapshot()
     assert snap is not None
@@ -69,7 +69,7 @@ def test_unknown_language_binary_and_huge_are_plain_text() -> None:
         tree = SyntaxTree(language_id, text)
         assert tree.is_plain_text and tree.root is None and tree.snapshot() is None
         assert tree.plain_reason and not tree.has_errors and tree.errors() == []
-        doc = TextDocument(text[:10], language_id=language_id)
+        doc = DocumentText(text[:10], language_id=language_id)
         tree = SyntaxTree.for_document(doc)
         tree.apply(doc.apply_change(((0, 0), (0, 0)), "é"))  # edits still keep the bytes current
         assert tree.source == doc.text.encode("utf-8", "surrogatepass")
