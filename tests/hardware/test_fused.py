@@ -134,7 +134,7 @@ def test_env_switch_and_large_models_keep_the_per_op_path(monkeypatch: Any) -> N
     model.load(from_hf(args, init_random(args).items()))
     assert model.fused is None
     monkeypatch.setenv("WAFERLINE_FUSED", "1")
-    monkeypatch.setattr("waferline.hardware.torch_backend.device.FUSE_MAX_WEIGHT_BYTES", 1000)
+    monkeypatch.setattr("waferline.hardware.torch_backend.torch_device.FUSE_MAX_WEIGHT_BYTES", 1000)
     model = Transformer(args, TorchDevice())
     model.load(from_hf(args, init_random(args).items()))
     assert model.fused is None
@@ -358,7 +358,7 @@ def test_two_callers_at_once_get_the_same_logits(compiled: None, monkeypatch: An
 
 
 def test_a_model_over_the_limit_says_why_it_stays_per_op(monkeypatch: Any, caplog: Any) -> None:
-    monkeypatch.setattr("waferline.hardware.torch_backend.device.FUSE_MAX_WEIGHT_BYTES", 1000)
+    monkeypatch.setattr("waferline.hardware.torch_backend.torch_device.FUSE_MAX_WEIGHT_BYTES", 1000)
     args = ModelArgs(**SHAPES["odd-widths-head-dim"])
     model = Transformer(args, TorchDevice())
     with caplog.at_level("INFO", logger="waferline.hardware"):
