@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TYPECHECK := build/typecheck/waferline
 
-.PHONY: demo test lint typecheck pytest install clean clients options llama-cpp
+.PHONY: demo test check lint typecheck pytest install clean clients options llama-cpp
 
 install: $(STAMP)
 
@@ -28,7 +28,7 @@ lint: $(STAMP)
 # mypy cannot follow setuptools' editable finder, so it reads the packages through a tree of links named as they import.
 typecheck: $(STAMP)
 	mkdir -p $(TYPECHECK)
-	for p in server engine hardware training cli benchmarks; do ln -sfn ../../../$$p $(TYPECHECK)/$$p; done
+	for p in server syntax engine hardware training cli benchmarks; do ln -sfn ../../../$$p $(TYPECHECK)/$$p; done
 	touch $(TYPECHECK)/__init__.py
 	$(BIN)/mypy
 
@@ -40,6 +40,11 @@ options: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
+# The inner loop: lint, types and the tests that are neither end-to-end (tests/e2e, marked `e2e`: real servers,
+# editors, llama.cpp) nor `slow` (each over ~10 s here); under 3 minutes on the 2-core machine. `make test` is CI's.
+check: lint typecheck
+	$(BIN)/pytest -q -m "not e2e and not slow"
+
 # What the editor clients' end-to-end tests need (Chromium, tmux, Node.js 24, code-server, the built .vsix), installed
 # once and cached under .cache/clients; a second run checks stamps and returns in about a second.
 clients:
@@ -50,6 +55,7 @@ clients:
 llama-cpp: $(STAMP)
 	tests/support/build-llama-cpp.sh
 
+# What CI runs (.ci/run): everything, the editor clients' and llama.cpp's end-to-end tests included.
 test: lint typecheck clients llama-cpp pytest
 
 clean:

@@ -6,7 +6,7 @@ setuptools cannot prefix the packages it finds.
 
 from setuptools import find_packages, setup
 
-TOP_LEVEL = ("server", "engine", "hardware", "training", "cli", "benchmarks")
+TOP_LEVEL = ("server", "syntax", "engine", "hardware", "training", "cli", "benchmarks")
 
 packages = [f"waferline.{name}" for name in find_packages(include=[f"{top}*" for top in TOP_LEVEL])]
 package_dir = {f"waferline.{top}": top for top in TOP_LEVEL}

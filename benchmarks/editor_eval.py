@@ -175,7 +175,7 @@ def right(case: Any, suggestion: str | None) -> bool:
 
 def score(cases: Sequence[Any], suggestions: Sequence[str | None], *, tests: bool) -> dict[str, Any]:
     """Figures of one system over cases; a None or empty suggestion is not shown."""
-    from waferline.server.syntax.repetition import is_loop
+    from waferline.syntax.repetition import is_loop
     from waferline.training.cases import edit_similarity
     from waferline.training.editor_cases import kept_chars, passes_tests
 

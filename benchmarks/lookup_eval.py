@@ -35,9 +35,9 @@ def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
     from waferline.engine.local import LocalEngine
     from waferline.server.features.engine_request import edit_request
     from waferline.server.options import Options
-    from waferline.server.syntax.plan import plan_completion
-    from waferline.server.syntax.postprocess import finish_completion
-    from waferline.server.syntax.tree import SyntaxTree
+    from waferline.syntax.plan import plan_completion
+    from waferline.syntax.postprocess import finish_completion
+    from waferline.syntax.tree import SyntaxTree
 
     cases = build_cases(argparse.Namespace(kinds="line", corpus=args.corpus, splits=args.splits, cases=args.cases,
                                            seed=args.seed, humaneval=0))  # fmt: skip

@@ -81,7 +81,7 @@ def speculate(loaded: Any, *, new_tokens: int, repeats: int) -> dict[str, Any]:
     model, tokenizer = loaded.model, loaded.tokenizer
     random_weights = loaded.path is None
     policy = DraftPolicy()  # shared by every request, as the engine's is: it learns here as it would there
-    out: dict[str, Any] = {"prompts": [], "draft": "caller (the model's own text)" if random_weights else "lookup"}
+    out: dict[str, Any] = {"prompts": [], "draft": "caller (the model's own text)" if random_weights else "ngram"}
     totals = {"plain_s": 0.0, "spec_s": 0.0, "plain_cpu_s": 0.0, "spec_cpu_s": 0.0, "plain_tokens": 0, "spec_tokens": 0}
     totals |= {"steps": 0, "accepted": 0}
     sources: dict[str, list[int]] = {}

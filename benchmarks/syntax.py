@@ -2,7 +2,7 @@
 
     .venv/bin/waferline bench-syntax [--lines 2000] [--keys 200]    (or python -m waferline.benchmarks.syntax)
 
-Types a function key by key into the middle of the file; each key: `TextDocument.apply_change` + `SyntaxTree.apply`
+Types a function key by key into the middle of the file; each key: `DocumentText.apply_change` + `SyntaxTree.apply`
 (edit), the incremental re-parse (parse), `plan_completion` (plan), then `finish_completion` of a two-line answer
 (finish). Prints the median, 95th percentile and maximum of each step; asserts nothing.
 """
@@ -37,16 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(opts: argparse.Namespace) -> int:
-    from waferline.server.syntax.plan import plan_completion
-    from waferline.server.syntax.postprocess import finish_completion
-    from waferline.server.syntax.tree import SyntaxTree
-    from waferline.server.text import TextDocument
+    from waferline.syntax.plan import plan_completion
+    from waferline.syntax.postprocess import finish_completion
+    from waferline.syntax.text import DocumentText
+    from waferline.syntax.tree import SyntaxTree
 
     for flag in ("lines", "keys"):
         if getattr(opts, flag) < 1:
             raise ValueError(f"--{flag} must be at least 1, got {getattr(opts, flag)}")
     text = make_file(opts.lines)
-    doc = TextDocument(text, language_id="python")
+    doc = DocumentText(text, language_id="python")
     t0 = time.perf_counter()
     tree = SyntaxTree.for_document(doc)
     assert tree.root is not None

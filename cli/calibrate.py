@@ -2,7 +2,7 @@
 
     waferline eval-editor --corpus runs/corpus --splits held_out_file --kinds line --option minConfidence=0 \\
         --records fit.json
-    waferline calibrate fit.json --write server/features/confidence.json
+    waferline calibrate fit.json --write syntax/confidence.json
     waferline eval-editor --kinds line --option minConfidence=0 --records eval.json
     waferline calibrate eval.json --curve --plot docs/images/confidence-curve.png
 """
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from waferline.server.features.confidence import Calibration, load_calibration
+    from waferline.syntax.confidence import Calibration, load_calibration
     from waferline.training.calibrate import calibrate, curve, plot_curve, write_calibration
 
     try:

@@ -59,7 +59,9 @@ def speculate(
     kv = model.open_cache(context + k)
     model.forward(torch.zeros(context, dtype=torch.long), kv, 0)
     device.reset_counters()
-    model.verify([0] * k, kv, context)  # the k-token step: one forward of k positions, every weight read once
+    model.forward(
+        [0] * k, kv, context, last_only=False, like_steps=True
+    )  # the k-token step: one forward of k positions, every weight read once
     verify_s = device.report(tokens=1).seconds_per_token  # the whole step
     decode_tok_s = planned.device.report().tok_s
     tokens = expected_tokens(k, acceptance)

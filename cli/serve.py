@@ -11,19 +11,24 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from waferline.hardware.registry import backend_names, describe_backends, describe_formats
-
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
     from waferline.server.options import Options
 
+# The options a command line may set (as the defaults an editor's settings then override): flags made from their
+# declarations in server/options.py, so that their defaults, choices and help are the options' own.
+FLAGS = ("model", "backend", "dtype")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from waferline.server.option_parsing import DECLARED
+
     parser.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
     parser.add_argument("--tcp", metavar="HOST:PORT", help="listen for one LSP client on a TCP socket instead")
-    parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
-    parser.add_argument("--backend", default="cpu", help=f"hardware backend: {describe_backends()} (default: cpu)")
-    parser.add_argument("--dtype", default="auto", help=f"weights: {describe_formats()}")
+    for d in (d for d in DECLARED if d.name in FLAGS):
+        default = "the shipped model" if d.default is None else d.default
+        help = f"{d.spec.doc.replace('%', '%%')} (the `{d.wire}` option's default; default: {default})"
+        parser.add_argument(f"--{d.name}", default=d.default, choices=d.spec.choices or None, help=help)
     parser.add_argument("--log-file", help="write logs to this file instead of stderr")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logs (-v info, -vv debug)")
 
@@ -52,15 +57,14 @@ def run(args: argparse.Namespace, *, make_server: Callable[[Options], WaferlineS
     server/transport.py). `make_server` builds the server from the command line's options (default:
     handlers.create_server; tests pass one whose engine is a test double)."""
     from waferline.server.handlers import create_server
-    from waferline.server.option_parsing import parse_options
+    from waferline.server.option_parsing import DECLARED, parse_options
     from waferline.server.options import Options
     from waferline.server.transport import serve_stdio, serve_tcp
 
     tcp = parse_tcp(args.tcp) if args.tcp else None
-    if args.backend not in backend_names():
-        raise ValueError(f"--backend {args.backend!r}: choose {describe_backends()}")
     setup_logging(args.verbose, args.log_file)
-    defaults, problems = parse_options({"model": args.model, "backend": args.backend, "dtype": args.dtype}, Options())
+    flags = {d.wire: getattr(args, d.name) for d in DECLARED if d.name in FLAGS}
+    defaults, problems = parse_options(flags, Options())
     if problems:
         raise ValueError("; ".join(problems))
     server = (make_server or create_server)(defaults)

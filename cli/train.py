@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="CKPT",
-        help="a committed checkpoint (training/checkpoints/*/ckpt.pt) to continue from when --out has none",
+        help="a checkpoint (another run's ckpt.pt) to continue from when --out has none",
     )
     parser.add_argument("--export", type=Path, default=None, help="copy the final model directory here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -22,6 +22,10 @@ from typing import Literal, Protocol
 
 from waferline.engine.jobs import DEFAULT_LANE
 
+# The queue the server runs each engine call on, by lane (re-exported: the server sees the engine through here)
+from waferline.engine.jobs import Job as Job
+from waferline.engine.jobs import JobQueue as JobQueue
+
 # Called by the engine between tokens: True once the request is superseded, cancelled or preempted; the engine then
 # returns what it has, with stop reason "cancelled".
 ShouldCancel = Callable[[], bool]
@@ -49,11 +53,11 @@ class EditRequest:
     candidates: tuple[str, ...] = ()
     # Text the completion likely starts with (the server sends the still-valid tail of the model's previous text for
     # this document, server/features/suggestion_cache.py): a draft the engine verifies several tokens per step
-    # (speculative decoding, engine/speculate.py, ranked before prompt lookup). It changes how fast the completion
+    # (speculative decoding, engine/speculate.py, ranked before n-gram lookup). It changes how fast the completion
     # comes, never what it is. An engine may ignore it.
     draft: str = ""
     # Text the completion may copy pieces of, when there is no draft (the server sends the model's previous text for
-    # the document where the user typed something else than its start): prompt lookup searches it first. Like the
+    # the document where the user typed something else than its start): n-gram lookup searches it first. Like the
     # draft it changes how fast the completion comes, never what it is. An engine may ignore it.
     lookup: str = ""
     route: Route = "completion"
@@ -84,7 +88,7 @@ class Completion:
     decode_s: float = 0.0
     queue_s: float = 0.0  # time spent waiting for the engine thread
     timings: dict[str, float] = field(default_factory=dict)
-    # The model's own confidence, which the server calibrates (server/features/confidence.py): the natural-log
+    # The model's own confidence, which the server calibrates (syntax/confidence.py): the natural-log
     # probability of each generated token, and of the stop token that ended the text when one did. An engine that
     # cannot tell leaves them empty and None (the server then does not gate its suggestions).
     token_logprobs: list[float] = field(default_factory=list)

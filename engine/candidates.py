@@ -22,7 +22,6 @@ import torch
 from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session
 from waferline.engine.tokenizer import Tokenizer
-from waferline.hardware.device import step_many
 
 MIN_MEAN_LOGPROB = -2.5  # a geometric-mean token probability of about 8%
 
@@ -80,12 +79,12 @@ def score_candidates(
             continue
         if healing is not None and not bool((healing.allowed == ids[0]).any()):
             continue  # its tokens do not begin where the healed prompt expects
-        cached = session.prepare(prompt)  # at most all but the last prompt token, whose logits predict ids[0]
+        cached = session.reuse_prefix(prompt)  # at most all but the last prompt token, whose logits predict ids[0]
         run = [*prompt[cached:], *ids]
         # The backend's k-token step where it takes them all (about 2x cheaper than a prefill of a dozen tokens, and
         # the rows generation itself would compute), else a prefill.
-        fast = step_many(getattr(session.model, "fused", None), len(run)) is not None
-        logits = (session.verify(run) if fast else session.forward(run, last_only=False)).float()  # (len(run), vocab)
+        fast = session.model.verifies_in_one_call(len(run))
+        logits = session.forward(run, last_only=False, like_steps=fast).float()  # (len(run), vocab)
         logits = logits[len(prompt) - cached - 1 :]  # row j predicts ids[j]; the last row, what follows them
         if healing is not None:
             logits[0] = healing.mask(logits[0])

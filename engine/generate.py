@@ -1,9 +1,10 @@
 """Generation as free functions over a KV-cached `Session` (the shape of gpt-fast's generate.py).
 
-`prefill` runs prompt ids in chunks, `decode_one_token` runs one, `sample` picks the next id, and `generate` ties
-them together with the rules a code-completion request needs: stop tokens, stop strings (on detokenized text),
-an optional stop rule on the text (the server's syntax check), a token limit, a wall-clock budget, a per-token
-streaming callback and a cancellation check between tokens.
+`prefill` runs prompt ids in chunks, `sample` picks the next id, and `generate` ties them together with the rules a
+code-completion request needs: stop tokens, stop strings (on detokenized text), an optional stop rule on the text
+(the server's syntax check), a token limit, a wall-clock budget, a per-token streaming callback and a cancellation
+check between tokens. Its decode loop feeds one token a step (`Session.step`: on the CPU one call of the fused C
+step); with a drafter, a speculation `Verifier` (engine/speculate.py) feeds the token and a draft after it instead.
 
 Budget and cancellation are checked at token boundaries (and cancellation also between prefill chunks), never in
 the middle of a forward pass, so a session's cache always holds exactly `session.tokens`.
@@ -20,8 +21,8 @@ import torch
 from torch import Tensor
 
 from waferline.engine.healing import Healing
-from waferline.engine.kvcache import Session
-from waferline.engine.speculate import Drafter, Verifier, sample_draft, scored
+from waferline.engine.kvcache import Session, scored
+from waferline.engine.speculate import Drafter, Verifier, sample_draft
 
 STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
 DEFAULT_CHUNK = 512  # prefill tokens per forward pass: bounds activation memory, lets cancellation in between
@@ -125,11 +126,6 @@ def prefill(
     return logits[-1]
 
 
-def decode_one_token(session: Session, token: int) -> Tensor:
-    """Feed one token; logits (vocab,) for the next."""
-    return session.forward(torch.tensor([token], dtype=torch.long))[-1]
-
-
 def sample(
     logits: Tensor, *, temperature: float = 0.0, top_p: float = 1.0, generator: torch.Generator | None = None
 ) -> int:
@@ -202,7 +198,7 @@ def generate(
     if should_cancel is not None and should_cancel():
         return GenerationResult([], "", "cancelled", len(prompt), 0, 0, 0.0, 0.0, 0)
     with torch.inference_mode():
-        reused = session.prepare(prompt)
+        reused = session.reuse_prefix(prompt)
         logits = prefill(session, prompt[reused:], chunk_size=chunk_size, should_cancel=should_cancel)
         prefill_end, prefill_end_cpu = clock(), time.process_time()
         prefilled = session.length - reused
@@ -223,16 +219,16 @@ def generate(
         logprobs: list[float] = []
         ends: list[int] = []
         stop_logprob = None
-        spec = Verifier(session, drafter, greedy=temperature <= 0)
+        spec = None if drafter is None else Verifier(session, drafter, greedy=temperature <= 0)
         while len(tokens) < max_new_tokens:  # here `row` predicts the next token
-            draft = spec.next_draft()
+            draft = None if spec is None else spec.next_draft()
             if temperature <= 0:  # greedy: the argmax, drafted or not (`sample`, `sample_draft`)
                 token = row.top
             elif draft is None:
                 token = sample(row.logits, temperature=temperature, top_p=top_p, generator=generator)
             else:
                 token = sample_draft(row.logits, draft, temperature=temperature, top_p=top_p, generator=generator)
-            hit = spec.resolve(token)
+            hit = spec is not None and spec.resolve(token)
             logprob = row.logprob(token)
             if token in stops:
                 reason, stop_token, stop_logprob = "stop_token", token, logprob
@@ -257,16 +253,20 @@ def generate(
             if deadline is not None and clock() >= deadline:
                 reason = "time_budget"
                 break
-            if spec.held >= session.max_tokens:
+            if (session.length if spec is None else spec.held) >= session.max_tokens:
                 reason = "context_full"
                 break
-            if hit:  # the drafted token was fed with the step before: its logits are already there
+            if spec is None:  # plain decoding: one token a step
+                row = session.step(token)
+            elif hit:  # the drafted token was fed with the step before: its logits are already there
                 row = spec.take()
                 continue
-            room = min(max_new_tokens - len(tokens), session.max_tokens - session.length) - 1
-            row = spec.step(token, room)
+            else:
+                room = min(max_new_tokens - len(tokens), session.max_tokens - session.length) - 1
+                row = spec.step(token, room)
             steps += 1
-        spec.finish()
+        if spec is not None:
+            spec.finish()
         if reason != "stop_string":
             text.finish()
     end, end_cpu = clock(), time.process_time()
@@ -285,9 +285,9 @@ def generate(
         stop_logprob=stop_logprob,
         token_ends=ends,
         timings={"prefill_cpu_s": prefill_end_cpu - start_cpu, "decode_cpu_s": end_cpu - prefill_end_cpu},
-        drafted_tokens=spec.drafted,
-        accepted_tokens=spec.accepted,
-        draft_sources=spec.per_source,
+        drafted_tokens=0 if spec is None else spec.drafted,
+        accepted_tokens=0 if spec is None else spec.accepted,
+        draft_sources={} if spec is None else spec.per_source,
     )
 
 

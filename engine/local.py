@@ -3,7 +3,7 @@
 An EditRequest becomes a fill-in-the-middle prompt (suffix-prefix-middle for models trained on it, so a keystroke
 only appends tokens), generated in the document's KV session, which keeps every shared prefix; a ChatRequest becomes
 the model's chat template rendered to tokens (engine/chat.py), generated in a session of its own. Both decode
-speculatively (drafts from prompt lookup and the request's `draft`, verified k tokens per step: engine/speculate.py).
+speculatively (drafts from n-gram lookup and the request's `draft`, verified k tokens per step: engine/speculate.py).
 `warm` prefills the prompt `complete` would build into the document's session without decoding, in short chunks so
 that a real request waits at most one of them.
 """
@@ -80,7 +80,7 @@ class LocalEngine:
         self.healer = TokenHealer(loaded.tokenizer) if self.fim.default_order == "spm" else None
         self.chat_template = read_chat_template(Path(loaded.path)) if loaded.path is not None else None
         self._candidate_stops: tuple[int, ...] | None = None  # FIM stops and line breaks, computed on first use
-        # Speculative decoding (engine/speculate.py): drafts from prompt lookup and the request's `draft`, verified
+        # Speculative decoding (engine/speculate.py): drafts from n-gram lookup and the request's `draft`, verified
         # several tokens per step; the policy learns per source how often drafts hold and what a k-token step costs
         # here, and drafts only where that pays. Output is the same either way.
         # Only where verification is exact (`Transformer.exact_verify`): elsewhere greedy text could part at a near-tie.
@@ -109,14 +109,17 @@ class LocalEngine:
         loaded = load(model, backend=backend, weights=weights)
         set_threads(threads or None, loaded.args.n_params)
         engine = cls(loaded, kv_cache_bytes=kv_cache_mb << 20, speculate=speculate)
-        engine.warm_up()
+        engine.first_run()
         return engine
 
-    def warm_up(self) -> None:
-        """One short generation, so the first keystroke does not pay for first-call allocations and dispatch."""
-        request = EditRequest(session_id="__warm_up__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4)
+    def first_run(self) -> None:
+        """One short, thrown-away generation at load, so that the first keystroke does not pay for first-call
+        allocations and dispatch (not the `warmUp` option's prefill ahead of a request: server/features/warm.py)."""
+        request = EditRequest(
+            session_id="__first_run__", prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=4
+        )
         self.complete(request, lambda: False)
-        self.drop_session("__warm_up__")
+        self.drop_session("__first_run__")
 
     def context_chars(self, max_new_tokens: int) -> int:
         """Characters of prompt text that fit the context, so the server's plan sizes its window to the model and
@@ -174,7 +177,7 @@ class LocalEngine:
             done.stop_reason = "cancelled"
             return done
         with torch.inference_mode():
-            reused = session.prepare(prompt)  # cuts what the session holds past the common prefix
+            reused = session.reuse_prefix(prompt)  # cuts what the session holds past the common prefix
             logits = prefill(session, prompt[reused:-1], chunk_size=WARM_CHUNK, should_cancel=should_cancel)
         done.reused_tokens, done.prefilled_tokens = reused, session.length - reused
         done.prefill_s = time.perf_counter() - t0
@@ -260,7 +263,7 @@ class LocalEngine:
         return _completion(result)
 
     def _drafter(self, prompt: list[int], caller: str, also: str = "") -> Drafter | None:
-        """Drafts for one request: prompt lookup over `prompt` (and `also` first, without a caller's draft), and the
+        """Drafts for one request: n-gram lookup over `prompt` (and `also` first, without a caller's draft), and the
         caller's expected text."""
         if self.draft_policy is None:
             return None

@@ -16,17 +16,7 @@ import torch
 from torch import Tensor
 
 from waferline.hardware import Device, KVRef, WeightRef
-from waferline.hardware.device import (
-    DecoderPlan,
-    FusedStep,
-    LayerWeights,
-    StepMany,
-    declared_exact_rows,
-    step_many,
-    step_prefill,
-    step_row_stats,
-    torch_row_stats,
-)
+from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, RowStats, torch_row_stats
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type of the families this decoder runs
 # The families whose config.json `attention_bias` puts biases on q, k, v and o alike (Qwen2 has q/k/v biases alone,
@@ -249,21 +239,44 @@ class Transformer:
         )  # fmt: skip
 
     def forward(
-        self, tokens: Tensor, kv: KVRef, start: int, *, last_only: bool = True, one_by_one: bool = False
-    ) -> Tensor:
-        """tokens: (T,) at positions start..start+T-1 -> logits (1 or T, vocab). Advances the cache to start+T.
-        `one_by_one`: attention token by token (the one-token call for each), so that a row's arithmetic is a
-        one-token step's wherever the backend's other ops treat rows independently (`verify`)."""
+        self, tokens: Sequence[int] | Tensor, kv: KVRef, start: int, *, last_only: bool = True,
+        like_steps: bool = False,
+    ) -> Tensor:  # fmt: skip
+        """tokens (T,) at positions start..start+T-1 -> logits (1 or T, vocab): the last row, or one per token when
+        not `last_only`. Advances the cache to start+T. The one way the model makes logits; it picks its route once:
+
+        - one token, with the backend's fused step: that step (the default decode path on the CPU, one C call);
+        - with the fused step and `like_steps` (speculative verification: rows equal to one-token steps), its
+          k-token call when it takes T tokens at once; without `like_steps` (a prompt), its k-token call, at most
+          `max_tokens` tokens a call, when a prefill of T tokens runs faster that way (`prefill_max`);
+        - else the per-op calls on all T rows, every weight read once; with `like_steps`, attention token by token
+          where the backend's products treat rows independently (`exact_verify`), so that rows equal one-token steps
+          exactly (elsewhere they equal them only up to the rounding of a T-row product anyway).
+
+        The caller truncates the cache to take back tokens it does not keep."""
+        n = len(tokens)
+        assert start == kv.length, f"forward at position {start}, but the cache holds {kv.length}"
+        assert n > 0 and start + n <= kv.max_tokens, f"{n} tokens at {start}: the cache holds {kv.max_tokens}"
+        fused = self.fused
+        if fused is not None:
+            ids = tokens.tolist() if isinstance(tokens, Tensor) else tokens
+            if n == 1:
+                logits = fused.step(int(ids[0]), kv, start)
+                self.device.kv_advance(kv, start + 1)
+                return logits
+            limit = fused.prefill_max
+            if (n <= fused.max_tokens) if like_steps else (limit is None or n <= limit):
+                return self._forward_many(fused, ids, kv, start, last_only=last_only)
+        t = tokens if isinstance(tokens, Tensor) else torch.tensor(list(tokens), dtype=torch.long)
+        return self._forward_ops(t, kv, start, last_only=last_only, one_by_one=like_steps and self.exact_verify())
+
+    def _forward_ops(self, tokens: Tensor, kv: KVRef, start: int, *, last_only: bool, one_by_one: bool) -> Tensor:
+        """`forward` through the device's per-op calls. `one_by_one`: attention token by token (the one-token call
+        for each), so that a row's arithmetic is a one-token step's wherever the backend's other ops treat rows
+        independently."""
         args, dev = self.args, self.device
         assert self.embedding is not None and self.norm is not None and self.lm_head is not None, "load() first"
         T = tokens.shape[0]
-        assert start == kv.length, f"forward at position {start}, but the cache holds {kv.length}"
-        assert start + T <= kv.max_tokens, f"{start + T} tokens exceed the cache's {kv.max_tokens}"
-        if T == 1 and self.fused is not None:  # the backend's whole-step kernel: same math, one call
-            return self.forward_one(int(tokens[0]), kv, start)
-        many = None if one_by_one else step_prefill(self.fused, T)
-        if many is not None:  # the k-token kernel where it beats the per-op calls: rows equal one-token steps
-            return self._forward_many(many, tokens.tolist(), kv, start, last_only=last_only)
         H, KVH, D = args.n_heads, args.n_kv_heads, args.head_dim
         cos, sin, eps = self.rope_cos, self.rope_sin, args.norm_eps
         # One decode step is ~15 device calls per layer, each costing microseconds of dispatch whatever its size, so
@@ -298,63 +311,42 @@ class Transformer:
         k = dev.rms_norm(qkv[:, H : H + KVH].reshape(T * KVH, D), layer.k_norm, self.args.norm_eps)
         return torch.cat((q.reshape(T, H, D), k.reshape(T, KVH, D)), dim=1)
 
-    def _forward_many(self, many: StepMany, tokens: list[int], kv: KVRef, start: int, *, last_only: bool) -> Tensor:
+    def _forward_many(
+        self, fused: FusedStep, tokens: Sequence[int], kv: KVRef, start: int, *, last_only: bool
+    ) -> Tensor:
         """`forward` through the fused k-token step, at most its `max_tokens` tokens a call."""
-        size = int(getattr(self.fused, "max_tokens", 1))
-        rows = []
+        size = fused.max_tokens
+        out = []
         for i in range(0, len(tokens), size):
             chunk = tokens[i : i + size]
-            logits = many(chunk, kv, start + i)
+            logits = fused.many(chunk, kv, start + i)
             self.device.kv_advance(kv, start + i + len(chunk))
-            rows.append(logits[-1:] if last_only else logits)
-        return rows[-1] if last_only else torch.cat(rows)
+            out.append(logits[-1:] if last_only else logits)
+        return out[-1] if last_only else torch.cat(out)
 
-    def forward_one(self, token: int, kv: KVRef, start: int) -> Tensor:
-        """One token at position start -> logits (1, vocab): the fused step called directly where there is one."""
-        if self.fused is None:
-            return self.forward(torch.tensor([token], dtype=torch.long), kv, start)
-        assert start == kv.length and start < kv.max_tokens, f"step at {start}: the cache holds {kv.length}"
-        logits = self.fused(token, kv, start)
-        self.device.kv_advance(kv, start + 1)
-        return logits
-
-    def verify(self, tokens: Sequence[int], kv: KVRef, start: int) -> Tensor:
-        """The k-token step of speculative decoding: tokens (T,) at positions start.. -> logits (T, vocab), row i
-        predicting what follows tokens[i]. Through the backend's fused step when it takes T tokens at once (its rows
-        equal T one-token steps exactly), else the per-op calls on all T rows, every weight read once: with attention
-        token by token where the backend's products treat rows independently (`exact_verify`), so that rows equal
-        one-token steps exactly; elsewhere rows equal them only up to the rounding of a T-row product anyway, and
-        attention takes all T queries in one call per layer. Advances the cache to start+T; the caller truncates
-        rejected tokens."""
-        many = step_many(self.fused, len(tokens))
-        if many is None:
-            ids = torch.tensor(list(tokens), dtype=torch.long)
-            return self.forward(ids, kv, start, last_only=False, one_by_one=self.exact_verify())
-        assert start == kv.length, f"verify at position {start}, but the cache holds {kv.length}"
-        assert start + len(tokens) <= kv.max_tokens, f"{start + len(tokens)} tokens exceed the cache's {kv.max_tokens}"
-        logits = many(tokens, kv, start)
-        self.device.kv_advance(kv, start + len(tokens))
-        return logits
-
-    def row_stats(self, rows: Tensor, until_miss: Sequence[int] = ()) -> tuple[list[int], list[float], list[float]]:
+    def row_stats(self, rows: Tensor, until_miss: Sequence[int] = ()) -> RowStats:
         """Per row of logits (n, vocab): the first index of its largest value (argmax), that value, and the row's
         logsumexp: what greedy decoding and the per-token log-probability need. One C call through the backend's
         fused step where it has one (two torch calls cost ~20 µs a token), else torch. With `until_miss` (the draft
         a k-token step verified, row i predicting until_miss[i]) the lists may end after the first row whose argmax
         is not its draft id (greedy decoding reads no row after it)."""
-        fast = step_row_stats(self.fused)
-        if fast is not None and rows.dtype == torch.float32 and rows.is_contiguous() and rows.dim() == 2:
-            return fast(rows, until_miss)
+        fused = self.fused
+        if fused is not None and rows.dtype == torch.float32 and rows.is_contiguous() and rows.dim() == 2:
+            return fused.row_stats(rows, until_miss)
         return torch_row_stats(rows)
 
+    def verifies_in_one_call(self, n: int) -> bool:
+        """Whether `forward(..., like_steps=True)` of n tokens is one call of the fused k-token step."""
+        return self.fused is not None and n <= self.fused.max_tokens
+
     def exact_verify(self) -> bool:
-        """Whether `verify`'s rows equal one-token steps bit for bit here: the fused k-token step, or per-op products
-        whose rows do not depend on the other rows (torch's int8 CPU kernel; not float32 GEMM against GEMV, whose
-        sums run in another order). As the device declares it (`exact_rows`), else probed once on the first
-        layer's weights."""
+        """Whether `forward(..., like_steps=True)` rows equal one-token steps bit for bit here: the fused k-token
+        step, or per-op products whose rows do not depend on the other rows (torch's int8 CPU kernel; not float32
+        GEMM against GEMV, whose sums run in another order). As the device declares it (`exact_rows`), else probed
+        once on the first layer's weights."""
         if self._exact_verify is None:
-            declared = declared_exact_rows(self.device)
-            if step_many(self.fused, 2) is not None:
+            declared = self.device.exact_rows
+            if self.fused is not None and self.fused.max_tokens >= 2:
                 self._exact_verify = True
             elif declared is not None:
                 self._exact_verify = declared

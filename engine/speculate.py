@@ -9,7 +9,7 @@ generation keeps a drafted token only when it is the argmax, sampling keeps it w
 Sources, cheapest first:
 - `caller`: the text the caller expects (EditRequest.draft: the still-valid tail of the previous suggestion, the
   text after the cursor), proposed position by position while the generated tokens follow it;
-- `lookup`: prompt lookup: the last n generated-or-prompt ids (n = 3, 2, 1) found earlier in the prompt, the
+- `ngram`: n-gram lookup: the last n generated-or-prompt ids (n = 3, 2, 1) found earlier in the prompt, the
   generated text or the caller's draft (or, without one, other text the caller expects pieces of: EditRequest.lookup,
   the model's previous text for the document when the user typed something else), and the ids that followed that
   occurrence proposed (a `bytes.rfind` over the
@@ -30,18 +30,17 @@ from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
-from waferline.engine.kvcache import Session
+from waferline.engine.kvcache import Scored, Session
 
-SOURCES = ("caller", "lookup")
-NGRAMS = (3, 2, 1)  # suffix lengths prompt lookup tries, longest first
+SOURCES = ("caller", "ngram")
+NGRAMS = (3, 2, 1)  # suffix lengths n-gram lookup tries, longest first
 MAX_DRAFT = 15  # drafted tokens per step: with the token before them, the fused step's 16
 PROBE_EVERY = 8  # where drafting does not pay, still draft (2 tokens) every this many steps, to notice a change
-PRIOR_ACCEPT = {"caller": 0.8, "lookup": 0.5}  # per-token acceptance assumed before a source has been seen
+PRIOR_ACCEPT = {"caller": 0.8, "ngram": 0.5}  # per-token acceptance assumed before a source has been seen
 MIN_GAIN = 1.05  # draft only where the expected tokens per unit of step time beat plain steps by this much
 PRIOR_SLOPE = 0.25  # extra cost of each further token in a step, in one-token steps, before any is measured
 REFRESH_EVERY = 8  # steps between refreshes of the step costs a draft length is chosen by
@@ -164,14 +163,14 @@ def _weighted_median(pairs: list[tuple[float, int]]) -> float:
 
 
 class Drafter:
-    """One request's drafts: prompt lookup over its context, and the caller's expected text."""
+    """One request's drafts: n-gram lookup over its context, and the caller's expected text."""
 
     def __init__(
         self, context: Sequence[int], policy: DraftPolicy, *, caller: Sequence[int] = (), also: Sequence[int] = ()
     ) -> None:
         self.policy = policy
         self.caller = list(caller)
-        # searched first by prompt lookup: the caller's draft, else other text the caller expects pieces of (`also`)
+        # searched first by n-gram lookup: the caller's draft, else other text the caller expects pieces of (`also`)
         self._corpus = self.caller or list(also)
         self._caller_buf = array("i", self._corpus).tobytes()
         self._buf = bytearray(array("i", context).tobytes())  # prompt ids, then each generated id, as int32
@@ -199,8 +198,8 @@ class Drafter:
         found = self._lookup(room)
         if not found:
             return "", []
-        k = self.policy.length("lookup", len(found))
-        return ("lookup", found[:k]) if k else ("", [])
+        k = self.policy.length("ngram", len(found))
+        return ("ngram", found[:k]) if k else ("", [])
 
     def _lookup(self, room: int) -> list[int]:
         """The ids after the latest earlier occurrence of the context's last n ids (longest n first), searched in
@@ -229,32 +228,6 @@ def _rfind_aligned(buf: bytes | bytearray, pattern: bytes, end: int) -> int | No
         if at % 4 == 0:
             return at // 4
         end = at + len(pattern) - 1
-
-
-class Scored(NamedTuple):
-    """Row `at` of logits `rows` (n, vocab) with what greedy decoding and the per-token log-probability read from
-    it. The row itself (`logits`) is indexed only when asked for: sampling asks, greedy decoding does not (indexing
-    a tensor costs about a microsecond, at a few microseconds of Python per token)."""
-
-    rows: Tensor
-    at: int
-    top: int  # the first index of the largest logit (argmax)
-    top_logit: float
-    lse: float  # logsumexp of the row
-
-    @property
-    def logits(self) -> Tensor:  # (vocab,)
-        return self.rows[self.at]
-
-    def logprob(self, token: int) -> float:
-        return (self.top_logit if token == self.top else float(self.rows[self.at, token])) - self.lse
-
-
-def scored(model: Any, rows: Tensor) -> list[Scored]:
-    """rows (n, vocab) of `model` (engine.model.Transformer), each with its argmax and logsumexp (`row_stats`: one
-    C call on the fused CPU step, where torch takes two calls of ~10 µs per row)."""
-    tops, maxes, lses = model.row_stats(rows)
-    return [Scored(rows, i, tops[i], maxes[i], lses[i]) for i in range(len(tops))]
 
 
 def sample_draft(
@@ -290,14 +263,15 @@ def sample_draft(
 
 
 class Verifier:
-    """The drafted tokens of the last step while generation walks through them; without a drafter, plain steps.
+    """Speculative decoding's steps for `generate` (which makes one only with a drafter): the drafted tokens of the
+    last step while generation walks through them.
 
     After a step that fed [token, d1..dm], the cache holds the ds too and `left` of them are pending, with their
     logits rows; a sampled token equal to the next d is a hit (its row is taken, no step), any other ends the draft
     and the ds left are truncated, so the cache again holds exactly the prompt and the tokens kept but the last.
     """
 
-    def __init__(self, session: Session, drafter: Drafter | None, *, greedy: bool = False) -> None:
+    def __init__(self, session: Session, drafter: Drafter, *, greedy: bool = False) -> None:
         self.session = session
         self.drafter = drafter
         self.greedy = greedy  # tokens are the argmax: a row after the first whose argmax is not its draft is unread
@@ -320,8 +294,7 @@ class Verifier:
 
     def resolve(self, token: int) -> bool:
         """Whether the sampled `token` is the next drafted one; if not, the rest of the draft is dropped."""
-        if self.drafter is not None:
-            self.drafter.push(token)
+        self.drafter.push(token)
         if not self.left:
             return False
         if token == self.draft[-self.left]:
@@ -340,12 +313,12 @@ class Verifier:
 
     def step(self, token: int, room: int) -> Scored:
         """Feed `token` (and a draft of at most `room` tokens after it); logits predicting what follows `token`."""
-        source, draft = ("", []) if self.drafter is None else self.drafter.propose(room)
+        source, draft = self.drafter.propose(room)
         t0 = time.perf_counter()
         if not draft:
-            rows = self.session.step(token)
+            row = self.session.step(token)
             self._observe(1, t0)
-            return scored(self.session.model, rows)[0]
+            return row
         rows = self.session.verify([token, *draft])
         self._observe(1 + len(draft), t0)
         self._rows, self._stats = rows, self.session.model.row_stats(rows, draft if self.greedy else ())
@@ -365,15 +338,13 @@ class Verifier:
             self._end(rejected=False)
 
     def _observe(self, tokens: int, t0: float) -> None:
-        if self.drafter is not None:
-            self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
+        self.drafter.policy.observe_step(tokens, time.perf_counter() - t0)
 
     def _end(self, *, rejected: bool) -> None:
         if self.left:
             self.session.truncate(self.session.length - self.left)
             self.left = 0
         self._rows = None
-        assert self.drafter is not None
         self.drafter.policy.record(self.source, self.proposed, self.kept, rejected)
         self.drafted += self.proposed
         self.accepted += self.kept

@@ -7,7 +7,7 @@ A backend may fuse or compile behind these calls; if a call needs more, change t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -104,57 +104,46 @@ class Placement:
     weight_bytes: int
 
 
-# step(token, kv, position) -> logits (1, vocab): writes the token's keys and values at `position`; the caller
-# advances the cache (kv_advance), as after the per-op calls. A step may also offer `many(tokens, kv, position) ->
-# logits (T, vocab)` for T <= its `max_tokens` (the k tokens of a speculative draft, every weight read once, each row
-# equal to a one-token step's); the engine looks for it with `step_many` and otherwise makes the per-op calls, which
-# every backend has (`attend` takes T tokens), so a backend need not offer it. It may also offer `row_stats(rows,
-# until_miss) -> (argmax, largest value, logsumexp)`, lists with one entry per row of float32 logits (n, vocab),
-# which generation reads for each token (`step_row_stats`; without it the engine asks torch); given `until_miss` (the
-# draft a k-token step verified, row i predicting until_miss[i]) it may stop after the first row whose argmax is not
-# its draft id, the last row greedy decoding reads. Its `prefill_max` says up to how many prompt tokens `many`
-# (called on at most `max_tokens` of them at a time) beats the per-op calls for a prefill: 0 (or no such attribute)
-# never, None any length (`step_prefill`).
-FusedStep = Callable[[int, "KVRef", int], Tensor]
-StepMany = Callable[[Sequence[int], "KVRef", int], Tensor]
-RowStats = Callable[[Tensor, Sequence[int]], tuple[list[int], list[float], list[float]]]
+RowStats = tuple[list[int], list[float], list[float]]  # per row of logits: argmax, largest value, logsumexp
 
 
-def step_many(step: FusedStep | None, n: int) -> StepMany | None:
-    """The fused step's `many` when it takes `n` tokens in one call, else None (use the per-op calls)."""
-    many = getattr(step, "many", None)
-    return many if many is not None and n <= int(getattr(step, "max_tokens", 1)) else None
+class FusedStep(Protocol):
+    """A backend's whole decoder step in one call (`Device.fuse_decoder`): the CPU hot path of the default config,
+    where the engine makes no per-op call per token. Every method gives what the per-op calls give for the same
+    placed model; the engine picks between them once per forward (`Transformer.forward`).
+
+    - `step(token, kv, pos)`: logits (1, vocab) float32 for one token at `pos`; writes its keys and values there,
+      and the caller advances the cache (`kv_advance`), as after the per-op calls.
+    - `many(tokens, kv, pos)`: logits (T, vocab) for 1 <= T <= `max_tokens` tokens at once, every weight read once,
+      each row bit for bit a one-token step's (the k tokens of a speculative draft; a prompt, `prefill_max`).
+    - `row_stats(rows, until_miss)`: per row of float32 logits (n, vocab) its argmax (first largest index), that
+      value and its logsumexp, what generation reads for each token (`torch_row_stats` elsewhere); given
+      `until_miss` (the draft a k-token step verified, row i predicting until_miss[i]) it may stop after the first
+      row whose argmax is not its draft id, the last row greedy decoding reads.
+    """
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens one call of `many` takes."""
+        ...
+
+    @property
+    def prefill_max(self) -> int | None:
+        """Prompt tokens up to which `many` (at most `max_tokens` a call) beats the per-op calls for a prefill:
+        0 never, None any length."""
+        ...
+
+    def step(self, token: int, kv: KVRef, pos: int) -> Tensor: ...
+    def many(self, tokens: Sequence[int], kv: KVRef, pos: int) -> Tensor: ...
+    def row_stats(self, rows: Tensor, until_miss: Sequence[int] = ()) -> RowStats: ...
 
 
-def step_prefill(step: FusedStep | None, n: int) -> StepMany | None:
-    """The fused step's `many` when a prefill of `n` tokens runs faster through it, `max_tokens` at a time, than
-    through the per-op calls (its `prefill_max`), else None."""
-    many = getattr(step, "many", None)
-    limit = getattr(step, "prefill_max", 0)
-    return many if many is not None and (limit is None or n <= limit) else None
-
-
-def step_row_stats(step: FusedStep | None) -> RowStats | None:
-    """The fused step's `row_stats`, or None (ask torch: `torch_row_stats`)."""
-    return getattr(step, "row_stats", None)
-
-
-def torch_row_stats(rows: Tensor) -> tuple[list[int], list[float], list[float]]:
+def torch_row_stats(rows: Tensor) -> RowStats:
     """`row_stats` in torch, for any backend: per row of logits (n, vocab), its argmax (the first largest index),
     that value, and its logsumexp, in float32."""
     r = rows.float()
     top = r.argmax(dim=-1)
     return top.tolist(), r.gather(1, top[:, None])[:, 0].tolist(), torch.logsumexp(r, dim=-1).tolist()
-
-
-def declared_exact_rows(device: object) -> bool | None:
-    """A backend may declare `exact_rows: bool`: whether its per-op calls on T rows give every row bit for bit what
-    a one-token call gives. The engine then verifies a speculative draft with attention token by token only where
-    that keeps rows exact, and otherwise in one call per layer over all T queries (the k-token step as the hardware
-    runs it). None when the backend does not say: the engine probes (`Transformer.exact_verify`). A backend that
-    counts what it does (the wafer emulator) declares it, since a probe would be charged to its counters."""
-    declared = getattr(device, "exact_rows", None)
-    return None if declared is None else bool(declared)
 
 
 @runtime_checkable
@@ -163,6 +152,15 @@ class Device(Protocol):
 
     name: str
     dtype: torch.dtype  # the activation dtype the backend computes in
+
+    @property
+    def exact_rows(self) -> bool | None:
+        """Whether the per-op calls on T rows give every row bit for bit what a one-token call gives. The engine
+        then verifies a speculative draft with attention token by token only where that keeps rows exact, and
+        otherwise in one call per layer over all T queries (the k-token step as the hardware runs it). None: the
+        backend does not say, and the engine probes (`Transformer.exact_verify`); a backend that counts what it does
+        (the wafer emulator) declares it, since a probe would be charged to its counters."""
+        ...
 
     # -- placement, once per tensor at load ------------------------------------------------------------------------
     def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from waferline.hardware.device import Device
 
 # A weight format: the dtype activations compute in, and how linear weights are stored ("float": in that dtype;
-# "int8": weight-only int8 with one scale per output row, see hardware/torch_backend/device.py).
+# "int8": weight-only int8 with one scale per output row, see hardware/torch_backend/torch_device.py).
 WEIGHT_FORMATS: dict[str, tuple[str, str]] = {
     "float32": ("float32", "float"),
     "bfloat16": ("bfloat16", "float"),

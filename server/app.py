@@ -2,8 +2,8 @@
 
 `WaferlineServer` is the one object that owns state; server/handlers.py registers the LSP handlers on it, and each
 handler calls a method here, a feature object it holds (`inline`: server/features/inline.py) or a plain function
-of a feature module. Documents (server/document.py) are kept in `TextDocument`s (the position-encoding-aware text
-of server/text.py) and are the only copy: pygls' own workspace copy is bypassed, so a bad edit is refused in one
+of a feature module. Documents (server/document.py) are kept in `DocumentText`s (the position-encoding-aware text
+of syntax/text.py) and are the only copy: pygls' own workspace copy is bypassed, so a bad edit is refused in one
 place, with the text left as it was.
 """
 
@@ -20,11 +20,11 @@ from pygls.exceptions import FeatureRequestError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from waferline.engine.api import Engine
+from waferline.engine.factory import build_engine
 from waferline.server import memory, params
 from waferline.server.background import Background
 from waferline.server.document import Document, readable, readable_change
 from waferline.server.engine_state import ENGINE_STATE_METHOD, Problem, outage_message
-from waferline.server.engines import build_engine
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
 from waferline.server.features.warm import WarmUps
@@ -33,8 +33,8 @@ from waferline.server.options import Options
 from waferline.server.protocol import WaferlineProtocol
 from waferline.server.repository.workspace import Indexing
 from waferline.server.stats import Stats
-from waferline.server.text import PositionError, TextChange
 from waferline.server.worker import Worker
+from waferline.syntax.text import PositionError, TextChange
 
 log = logging.getLogger(__name__)
 

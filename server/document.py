@@ -1,7 +1,7 @@
 """One open document as the server keeps it, and the snapshot of it that a request works on.
 
 `Document` is the server's state for an open document (server/app.py holds them all): its text, the only copy (a
-`TextDocument`), its syntax tree (edited with every change, parsed when read) and where it was last edited.
+`DocumentText`), its syntax tree (edited with every change, parsed when read) and where it was last edited.
 `DocumentSnapshot` is what a feature reads: the text and version at the moment its request arrived, taken once per
 request, so that the document can move on while the model runs.
 
@@ -15,16 +15,18 @@ offset or position means the same in either.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
-from waferline.engine.tokenizer import without_lone_surrogates
-from waferline.server.syntax.tree import SyntaxTree
-from waferline.server.text import TextChange, TextDocument
+from waferline.syntax.text import DocumentText, TextChange
+from waferline.syntax.tree import SyntaxTree
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str every such code point stands alone
 
 
 def readable(text: str) -> str:
-    """`text` with each lone surrogate as U+FFFD (the text itself when it has none)."""
-    return text if text.isascii() else without_lone_surrogates(text)
+    """`text` with each lone surrogate as U+FFFD (the text itself when it has none), as the tokenizer reads it."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def readable_change(change: TextChange) -> TextChange:
@@ -54,7 +56,7 @@ class DocumentSnapshot:
 class Document:
     uri: str
     language_id: str
-    text: TextDocument
+    text: DocumentText
     syntax: SyntaxTree
     edited_line: int | None = None  # where the last change started, and when: for other documents' prompts
     edited_at: float = 0.0
@@ -65,7 +67,7 @@ class Document:
 
     @classmethod
     def open(cls, uri: str, language_id: str, text: str, *, version: int = 0, encoding: str = "utf-16") -> Document:
-        document = TextDocument(text, version=version, encoding=encoding, language_id=language_id)
+        document = DocumentText(text, version=version, encoding=encoding, language_id=language_id)
         return cls(uri, language_id, document, SyntaxTree(language_id, readable(text)))
 
     @property

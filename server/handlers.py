@@ -20,7 +20,7 @@ from waferline.server.features.hover import hover as hover_at
 from waferline.server.features.inline import Suggestion, advance
 from waferline.server.options import SECTION, Options
 from waferline.server.params import field, position
-from waferline.server.text import PositionError
+from waferline.syntax.text import PositionError
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def create_server(
     defaults: Options | None = None, *, engine_factory: Callable[[Options], Engine] | None = None
 ) -> WaferlineServer:
     """A server with every feature registered; `defaults` come from the command line. `engine_factory` builds the
-    engine for the current options (default: the local model, server/engines.py's `build_engine`)."""
+    engine for the current options (default: the local model, engine/factory.py's `build_engine`)."""
     server = WaferlineServer(defaults=defaults, engine_factory=engine_factory)
 
     @server.feature(types.INITIALIZE)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from waferline.hardware.registry import AUTO, WEIGHT_FORMATS, backend_names
+from waferline.engine.factory import AUTO, WEIGHT_FORMATS, backend_names
 
 log = logging.getLogger(__name__)
 
@@ -197,15 +197,17 @@ class Options:
         0,
         ENGINE,
         "CPU threads for the model's math. `0` lets the engine choose: one thread for models under 50M parameters (on "
-        "a small machine a second thread mostly waits for a core busy with the event loop), torch's default above.",
+        "a small machine a second thread mostly waits for a core busy with the event loop), all cores but one above "
+        "(the one left to the editor).",
         minimum=0,
         maximum=256,
     )
     speculate: bool = option(
         True,
         ENGINE,
-        "Speculative decoding in the local engine: drafts from prompt lookup verified several tokens per model step, "
-        "the same tokens as without it (greedy), used only where the backend verifies exactly (docs/engine.md).",
+        "Speculative decoding in the local engine: drafts from n-gram lookup over the prompt, verified several tokens "
+        "per model step, the same tokens as without it (greedy), used only where the backend verifies exactly "
+        "(docs/engine.md).",
     )
     kv_cache_mb: int = option(
         256,
@@ -235,7 +237,7 @@ class Options:
         0.15,
         COMPLETION,
         "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, "
-        "server/features/confidence.py) is below this, when the editor asks by itself as the user types. 0 shows "
+        "syntax/confidence.py) is below this, when the editor asks by itself as the user types. 0 shows "
         "every suggestion that passes the syntax and repetition checks. The default was chosen on the evaluation in "
         "docs/benchmarks-quality.md: on unseen third-party code it showed a suggestion on 40% of requests, 41% of them "
         "exactly right. An engine that reports no token probabilities is not gated.",

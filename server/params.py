@@ -18,7 +18,7 @@ from lsprotocol import converters, types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.server.document import Document
-from waferline.server.text import PositionError
+from waferline.syntax.text import PositionError
 
 UINTEGER_MAX = 2**31 - 1  # LSP's uinteger
 

@@ -50,7 +50,7 @@ class Stats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     # per draft source (engine/speculate.py SOURCES: "caller" is the tail of the model's previous text the server
-    # sends, "lookup" prompt lookup): [drafted tokens verified, accepted]
+    # sends, "ngram" n-gram lookup over the prompt): [drafted tokens verified, accepted]
     draft_sources: dict[str, list[int]] = field(default_factory=dict)
     # Warm-ups (server/features/warm.py): prompts prefilled while idle before a request needed them.
     warmups: int = 0  # finished: the document's session holds the prompt at the cursor
@@ -74,8 +74,8 @@ class Stats:
     phases_ms: dict[str, list[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def count_shed(self, name: str, n: int = 1) -> None:
-        """Add to one of the shedding (or context) counters (from any thread)."""
+    def count(self, name: str, n: int = 1) -> None:
+        """Add to one of the counters above (from any thread): shedding, context, precompute and index counts."""
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
 

@@ -24,9 +24,10 @@ from waferline.engine.api import (
     Engine,
     EngineInfo,
     EngineUnavailable,
+    Job,
+    JobQueue,
     ShouldCancel,
 )
-from waferline.engine.jobs import Job, JobQueue
 from waferline.server.engine_state import EngineHealth
 from waferline.server.stats import Stats
 
@@ -193,9 +194,9 @@ class Worker:
         if isinstance(done, Completion):
             done.queue_s = _queue_s(job)
             if done.timings.get("fallback"):
-                self.stats.count_shed("fallback_answers")
+                self.stats.count("fallback_answers")
             if route == "chat":
-                self.stats.count_shed("chat_generations")
+                self.stats.count("chat_generations")
             if done.unavailable is not None:
                 self.health.failed(route, done.unavailable, answered_locally=True)
             elif done.complete:

@@ -10,6 +10,14 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/e2e is marked `e2e` (a new file there too), so `-m "not e2e"` is the inner loop."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture

@@ -15,33 +15,42 @@ dispatcher (cli/main.py) does that, to load its subcommands. The second test che
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # The hardware layer's front door: the Device protocol, its value types and the backend registry; a backend's own
 # modules (torch_backend, wafer) are behind it.
 HARDWARE_INTERFACE = ("waferline.hardware", "waferline.hardware.device", "waferline.hardware.registry")
-PRODUCT = ("waferline.server.*", "waferline.engine.*", "waferline.hardware.*", "waferline.training.*")
+# The engine's, for the server: the Engine protocol and its request types, and the factory that builds one from the
+# options (which alone knows the engine classes, and names the backends the options offer).
+ENGINE_INTERFACE = ("waferline.engine.api", "waferline.engine.factory")
+PRODUCT = (
+    "waferline.server.*",
+    "waferline.syntax.*",
+    "waferline.engine.*",
+    "waferline.hardware.*",
+    "waferline.training.*",
+)
 
 # top-level folder -> what its modules may import of waferline besides their own package. "waferline.x.*" is the
-# package x and every module in it; a name without ".*" is that module alone.
+# package x and every module in it; a name without ".*" is that module alone. docs/architecture.md draws this table
+# (its "Layers" block, which test_the_architecture_doc_draws_this_table reads).
 ALLOWED: dict[str, tuple[str, ...]] = {
     "hardware": (),
     "engine": HARDWARE_INTERFACE,
-    # hardware only to name a backend in configuration (the package's front and its registry, nothing else)
-    "server": ("waferline.engine.*", "waferline.hardware", "waferline.hardware.registry"),
-    # the server's tree-sitter parsers choose syntax-aware fill-in-the-middle spans; the confidence model the server
-    # applies is fitted by the training pipeline (training/calibrate.py)
-    "training": (
-        "waferline.engine.*",
-        "waferline.hardware.*",
-        "waferline.server.syntax.*",
-        "waferline.server.features.confidence",
-    ),
+    # text, positions and tree-sitter: what a completion is made of, below the server and training alike
+    "syntax": (),
+    "server": (*ENGINE_INTERFACE, "waferline.syntax.*"),
+    # the syntax layer's parsers choose fill-in-the-middle spans; the confidence model the server applies is fitted
+    # here (training/calibrate.py)
+    "training": ("waferline.engine.*", "waferline.hardware.*", "waferline.syntax.*"),
     "cli": PRODUCT,
     "benchmarks": (*PRODUCT, "waferline.cli.*"),
 }
@@ -141,7 +150,7 @@ from waferline.hardware import Device
 from waferline.hardware.torch_backend import fused
 
 if TYPE_CHECKING:
-    from waferline.server.text import TextDocument
+    from waferline.syntax.text import DocumentText
 
 
 def tool():
@@ -152,16 +161,17 @@ def tool():
     found = check_module(bad, "engine/bad.py")
     assert [(v.line, v.imported) for v in found] == [
         (6, "waferline.hardware.torch_backend.fused"),  # a backend's internals, not the interface
-        (9, "waferline.server.text"),  # upward, if only for a type
+        (9, "waferline.syntax.text"),  # upward, if only for a type
         (13, "waferline.cli.main"),  # a tool, inside a function
         (14, "waferline.training.train"),  # a relative import resolved to the training pipeline
     ]
     assert str(found[1]) == (
-        "engine/bad.py:9: `from waferline.server.text import TextDocument`: engine/ may not import "
-        "waferline.server.text (it may import: waferline.hardware, waferline.hardware.device, "
+        "engine/bad.py:9: `from waferline.syntax.text import DocumentText`: engine/ may not import "
+        "waferline.syntax.text (it may import: waferline.hardware, waferline.hardware.device, "
         "waferline.hardware.registry)"
     )
     assert check_module("from waferline.benchmarks.lsp import run\n", "cli/demo.py")[0].line == 1
+    assert check_module("from waferline.engine.factory import build_engine\n", "server/app.py") == []
     assert check_module("from waferline.cli.typing_session import SCRIPT\n", "benchmarks/lsp.py") == []
 
 
@@ -173,3 +183,47 @@ def test_the_server_loads_no_tool_and_no_training_module() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "", f"importing the server loaded: {done.stdout.split()}"
+
+
+# The imports past the layers' front doors that the tree had before the table was drawn as the diagram (issue 28):
+# each must be refused, wherever it would come back.
+FORMER_SHORTCUTS = [
+    ("server/worker.py", "from waferline.engine.jobs import Job, JobQueue"),
+    ("server/document.py", "from waferline.engine.tokenizer import without_lone_surrogates"),
+    ("server/engines.py", "from waferline.engine.routing import RoutedEngine"),
+    ("server/engines.py", "from waferline.engine.fallback import FallbackEngine"),
+    ("server/engines.py", "from waferline.engine.remote.engine import RemoteEngine"),
+    ("server/engines.py", "from waferline.engine.remote.stream import RemoteError"),
+    ("server/engines.py", "from waferline.engine.local import LocalEngine"),
+    ("server/options.py", "from waferline.hardware.registry import AUTO, WEIGHT_FORMATS, backend_names"),
+    ("training/fim.py", "from waferline.server.syntax.languages import parser_for"),
+    ("training/calibrate.py", "from waferline.server.features.confidence import FEATURES, Calibration"),
+    ("syntax/plan.py", "from waferline.engine.api import EditRequest"),
+    ("engine/tokenizer.py", "from waferline.syntax.text import utf8_len"),
+]
+
+
+@pytest.mark.parametrize(("path", "statement"), FORMER_SHORTCUTS)
+def test_each_former_shortcut_is_refused(path: str, statement: str) -> None:
+    found = check_module(statement + "\n", path)
+    assert [v.line for v in found] == [1], f"{path}: `{statement}` should break the layering"
+
+
+def doc_table() -> dict[str, set[str]]:
+    """docs/architecture.md's layer table (between `<!-- layers -->` and `<!-- /layers -->`) as rules like ALLOWED's:
+    `engine/` is waferline.engine.*, `engine/api.py` waferline.engine.api, `hardware/__init__.py` waferline.hardware."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- layers -->", 1)[1].split("<!-- /layers -->", 1)[0]
+    table: dict[str, set[str]] = {}
+    for line in block.strip().splitlines()[2:]:
+        folder, may = (cell.strip() for cell in line.strip().strip("|").split("|"))
+        rules = set()
+        for cited in re.findall(r"`([^`]+)`", may):
+            name = "waferline." + cited.removesuffix("/__init__.py").removesuffix(".py").rstrip("/").replace("/", ".")
+            rules.add(name + ".*" if cited.endswith("/") and not cited.endswith("__init__.py") else name)
+        table[folder.strip("`").rstrip("/")] = rules
+    return table
+
+
+def test_the_architecture_doc_draws_this_table() -> None:
+    assert doc_table() == {package: set(rules) for package, rules in ALLOWED.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,23 @@ def save_state(path: Path, state: Mapping[str, Any]) -> None:
 
 
 def load_state(path: Path) -> dict[str, Any] | None:
+    """A checkpoint or a run's rows, or None when absent.
+
+    weights_only=True: torch's restricted unpickler, which builds tensors, containers and numbers but no arbitrary
+    object, so a checkpoint handed over from elsewhere cannot run code when it is loaded. A file that holds more
+    than that is refused with a clear error naming it instead of being trusted.
+    """
     if not path.is_file():
         return None
-    return dict(torch.load(path, map_location="cpu", weights_only=False))
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"{path}: not a plain checkpoint (tensors, numbers, strings, containers): {e}") from None
+    except (RuntimeError, EOFError) as e:  # torch's words for a truncated or foreign file
+        raise ValueError(f"{path}: not a checkpoint torch.save wrote ({e})") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: a checkpoint is a dict, got {type(loaded).__name__}")
+    return loaded
 
 
 def append_csv(path: Path, row: Mapping[str, Any]) -> None:

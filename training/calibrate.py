@@ -1,4 +1,4 @@
-"""Fit the server's confidence (server/features/confidence.py) to what was actually right, and draw its curve.
+"""Fit the server's confidence (syntax/confidence.py) to what was actually right, and draw its curve.
 
 Input: the records `waferline eval-editor --records FILE --option minConfidence=0` writes, one per case, with the
 features of every shown suggestion and whether it was exactly right. A logistic regression (Newton's method with a
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from waferline.server.features.confidence import FEATURES, Calibration
+from waferline.syntax.confidence import FEATURES, Calibration
 
 
 def design(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:

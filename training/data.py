@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from waferline.server.syntax.languages import parser_for
+from waferline.syntax.languages import parser_for
 
 log = logging.getLogger("waferline.training")
 

@@ -17,7 +17,7 @@ from typing import Literal
 from tree_sitter import Node, Tree
 
 from waferline.engine.tokenizer import Tokenizer
-from waferline.server.syntax.languages import parser_for
+from waferline.syntax.languages import parser_for
 from waferline.training.bpe import ENDOFTEXT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
 Order = Literal["psm", "spm"]

@@ -109,8 +109,8 @@ def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]
         os.replace(str(tok_path) + ".tmp", tok_path)
         log.info("tokenizer: %d tokens trained in %.0f s", raw.get_vocab_size(), time.time() - t0)
     tokenizer = Tokenizer.from_file(tok_path)
-    if rows_path.is_file():
-        saved = torch.load(rows_path)
+    saved = load_state(rows_path)
+    if saved is not None:
         val = saved["val"] if isinstance(saved["val"], dict) else {"files": saved["val"]}
         return tokenizer, saved["train"], {k: v.long() for k, v in val.items()}, saved["info"]
     corpus = corpus or load_training_corpus(cfg)

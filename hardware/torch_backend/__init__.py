@@ -1,5 +1,5 @@
 """The torch backend (cpu, cuda): the reference implementation of the Device seam and the fast path."""
 
-from waferline.hardware.torch_backend.device import TorchDevice
+from waferline.hardware.torch_backend.torch_device import TorchDevice
 
 __all__ = ["TorchDevice"]

@@ -49,12 +49,14 @@ SOURCES = tuple(
     )
 )
 HEADER = Path(__file__).with_name("fused.h")
-# -ffp-contract=off: no compiler-made fused multiply-adds, so that the vector and scalar forms of each sum round alike
+# -ffp-contract=off: no compiler-made fused multiply-adds, so that the vector and scalar forms of each sum round alike;
+# -Wall -Wextra: the sources build without a warning (tests/hardware/test_fused_build.py builds them with -Werror)
 CFLAGS = (
     "-O3", "-march=native", "-fno-math-errno", "-fopenmp-simd", "-ffp-contract=off", "-std=c11", "-shared", "-fPIC",
-    "-pthread",
+    "-pthread", "-Wall", "-Wextra",
 )  # fmt: skip
-# The order of `dims` and of the pointer table; fused_step.c's enums D_*, P_* and L_* mirror these.
+# The order of `dims` and of the pointer table. fused_step.c makes its enums D_*, P_* and L_* from lists of the same
+# names, which it reports (waferline_layout): `library()` refuses a library whose lists are not these.
 DIMS = ("dim", "layers", "heads", "kv_heads", "head_dim", "inter", "vocab", "max_tokens", "wfmt", "kvfmt", "embfmt")
 GLOBAL_PTRS = ("embed", "norm", "head_w", "head_s", "head_r", "cos", "sin", "scratch")
 LAYER_PTRS = (
@@ -129,6 +131,28 @@ def compile_library(out_dir: Path | None = None) -> Path:
     return target
 
 
+def c_layout(lib: ctypes.CDLL) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The C side's dims, global pointers and per-layer pointers, in index order, lower case like DIMS."""
+    lib.waferline_layout.restype = ctypes.c_char_p
+    lib.waferline_layout.argtypes = [ctypes.c_int64, ctypes.c_int64]
+
+    def table(which: int) -> tuple[str, ...]:
+        names: list[str] = []
+        while (name := lib.waferline_layout(which, len(names))) is not None:
+            names.append(name.decode().lower())
+        return tuple(names)
+
+    return table(0), table(1), table(2)
+
+
+def check_layout(lib: ctypes.CDLL) -> None:
+    """RuntimeError unless the library indexes `dims` and the pointer table as DIMS, GLOBAL_PTRS and LAYER_PTRS say."""
+    for side, python, c in zip(("dims", "global pointers", "layer pointers"), (DIMS, GLOBAL_PTRS, LAYER_PTRS),
+                               c_layout(lib), strict=True):  # fmt: skip
+        if python != c:
+            raise RuntimeError(f"fused_step.c's {side} are {', '.join(c)}; fused.py's are {', '.join(python)}")
+
+
 def library() -> ctypes.CDLL | None:
     """The loaded kernel library, or None (with the reason logged once) when it cannot be built here."""
     global _library, _library_error
@@ -136,6 +160,7 @@ def library() -> ctypes.CDLL | None:
         return _library
     try:
         lib = ctypes.CDLL(str(compile_library()))
+        check_layout(lib)
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         _library_error = str(e)
         log.warning("fused decode step unavailable, using per-op torch calls: %s", e)
@@ -159,10 +184,11 @@ def library() -> ctypes.CDLL | None:
 
 
 @dataclass(eq=False)
-class FusedStep:
-    """A compiled step for one placed model: `step(token, kv, pos) -> logits (1, vocab)` float32, and
-    `step.many(tokens, kv, pos) -> logits (T, vocab)` for up to `max_tokens` tokens at once (speculative
-    verification), whose rows equal T one-token steps bit for bit while every weight is read once.
+class CompiledStep:
+    """The compiled step for one placed model, the torch CPU backend's `FusedStep` (hardware/device.py):
+    `step(token, kv, pos) -> logits (1, vocab)` float32, and `many(tokens, kv, pos) -> logits (T, vocab)` for up to
+    `max_tokens` tokens at once (speculative verification, prefill), whose rows equal T one-token steps bit for bit
+    while every weight is read once.
 
     Each call runs on `torch.get_num_threads()` threads (the caller's and worker threads that fused_pool.c starts
     once and keeps), with the same result for any number. Not reentrant: the step works in one scratch buffer per
@@ -189,7 +215,7 @@ class FusedStep:
         assert data.dtype == self.kv_dtype and data.is_contiguous(), "a KV cache made for another model"
         return data
 
-    def __call__(self, token: int, kv: KVRef, pos: int) -> Tensor:
+    def step(self, token: int, kv: KVRef, pos: int) -> Tensor:
         data = self._cache(kv)
         logits = torch.empty(1, self.vocab, dtype=torch.float32)
         max_t = data.shape[3]  # (layers, 2, kv_heads, max_tokens, head_dim)
@@ -245,8 +271,8 @@ class FusedStep:
         return logits
 
 
-def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep | str:
-    """A FusedStep for `plan` as the torch CPU backend placed it, or why there is none (a sentence for the log)."""
+def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledStep | str:
+    """A CompiledStep for `plan` as the torch CPU backend placed it, or why there is none (a sentence for the log)."""
     if disabled_by_env():
         return "WAFERLINE_FUSED=0"
     if dtype not in (torch.float32, torch.bfloat16) or (weights == "float" and dtype != torch.float32):
@@ -318,7 +344,7 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> FusedStep |
     assert len(values) == len(GLOBAL_PTRS) + len(LAYER_PTRS) * plan.n_layers
     ptrs = (ctypes.c_void_p * len(values))(*values)
     eps = torch.tensor([plan.norm_eps], dtype=torch.float32)
-    return FusedStep(
+    return CompiledStep(
         lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab,
         max_tokens=int(lib.waferline_step_max_tokens()),
         prefill_max=None if weights == "int8" else FLOAT_PREFILL_MAX,

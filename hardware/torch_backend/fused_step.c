@@ -22,15 +22,37 @@
 #include <immintrin.h>
 #endif
 
-enum { D_DIM, D_LAYERS, D_HEADS, D_KV_HEADS, D_HEAD_DIM, D_INTER, D_VOCAB, D_MAX_TOKENS, D_WFMT, D_KVFMT, D_EMBFMT,
-       D_COUNT };
+/* The layout of `dims` and of the pointer table, each list written once: the enums below are made from them, and
+ * waferline_layout names each entry, which fused.py checks against its DIMS, GLOBAL_PTRS and LAYER_PTRS when it loads
+ * the library (an entry added on one side only is refused there, not read at the wrong index). */
+#define WL_DIMS(X) X(D, DIM) X(D, LAYERS) X(D, HEADS) X(D, KV_HEADS) X(D, HEAD_DIM) X(D, INTER) X(D, VOCAB) \
+    X(D, MAX_TOKENS) X(D, WFMT) X(D, KVFMT) X(D, EMBFMT)
+/* Global pointers, then per layer PER_LAYER pointers. */
+/* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
+#define WL_GLOBAL_PTRS(X) X(P, EMBED) X(P, NORM) X(P, HEAD_W) X(P, HEAD_S) X(P, HEAD_R) X(P, COS) X(P, SIN) \
+    X(P, SCRATCH)
+/* L_Q_NORM, L_K_NORM: NULL but for Qwen3 */
+#define WL_LAYER_PTRS(X) X(L, ATTN_NORM) X(L, QKV_W) X(L, QKV_S) X(L, QKV_R) X(L, QKV_B) X(L, O_W) X(L, O_S) \
+    X(L, O_R) X(L, MLP_NORM) X(L, GU_W) X(L, GU_S) X(L, GU_R) X(L, DOWN_W) X(L, DOWN_S) X(L, DOWN_R) X(L, Q_NORM) \
+    X(L, K_NORM)
+#define WL_ENUM(prefix, name) prefix##_##name,
+#define WL_NAME(prefix, name) #name,
+enum { WL_DIMS(WL_ENUM) D_COUNT };
+enum { WL_GLOBAL_PTRS(WL_ENUM) GLOBAL_PTRS };
+enum { WL_LAYER_PTRS(WL_ENUM) PER_LAYER };
 enum { STEP_MAX_TOKENS = WL_MAX_VECTORS }; /* tokens one call of waferline_steps takes (speculative verification) */
 
-/* Global pointers, then per layer PER_LAYER pointers (see fused.py: GLOBAL_PTRS and LAYER_PTRS). */
-/* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
-enum { P_EMBED, P_NORM, P_HEAD_W, P_HEAD_S, P_HEAD_R, P_COS, P_SIN, P_SCRATCH, GLOBAL_PTRS };
-enum { L_ATTN_NORM, L_QKV_W, L_QKV_S, L_QKV_R, L_QKV_B, L_O_W, L_O_S, L_O_R, L_MLP_NORM, L_GU_W, L_GU_S, L_GU_R,
-       L_DOWN_W, L_DOWN_S, L_DOWN_R, L_Q_NORM, L_K_NORM, PER_LAYER }; /* L_Q_NORM, L_K_NORM: NULL but for Qwen3 */
+static const char *const DIM_NAMES[] = {WL_DIMS(WL_NAME)};
+static const char *const GLOBAL_NAMES[] = {WL_GLOBAL_PTRS(WL_NAME)};
+static const char *const LAYER_NAMES[] = {WL_LAYER_PTRS(WL_NAME)};
+
+/* The name of entry i of table 0 (dims), 1 (global pointers) or 2 (per-layer pointers), upper case as in the enums
+ * without their prefix; NULL past the table's end. */
+const char *waferline_layout(int64_t table, int64_t i) {
+    const char *const *names = table == 0 ? DIM_NAMES : table == 1 ? GLOBAL_NAMES : table == 2 ? LAYER_NAMES : NULL;
+    const int64_t n = table == 0 ? D_COUNT : table == 1 ? GLOBAL_PTRS : table == 2 ? PER_LAYER : 0;
+    return names != NULL && i >= 0 && i < n ? names[i] : NULL;
+}
 
 static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch does; NaN stays NaN */
     uint32_t u;

@@ -10,11 +10,11 @@ plot; configs holds published model configurations for analytic projection.
 """
 
 from waferline.hardware.wafer.cost import CostReport, report
-from waferline.hardware.wafer.device import WaferDevice
 from waferline.hardware.wafer.multi import MultiWaferDevice
 from waferline.hardware.wafer.routes import WaferRoutingError
 from waferline.hardware.wafer.spec import PRESETS, PUBLISHED, WaferSpec, get_spec
 from waferline.hardware.wafer.tiles import WaferOutOfMemory
+from waferline.hardware.wafer.wafer_device import WaferDevice
 
 __all__ = [
     "PRESETS",

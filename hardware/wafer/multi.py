@@ -22,8 +22,8 @@ from torch import Tensor
 from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
 from waferline.hardware.wafer import system
 from waferline.hardware.wafer.cost import COUNTER_KEYS, CostReport, report
-from waferline.hardware.wafer.device import WaferDevice
 from waferline.hardware.wafer.spec import WaferSpec
+from waferline.hardware.wafer.wafer_device import WaferDevice
 
 _STATE_SUMMED = ("tiles", "tiles_used", "sram_bytes_used", "sram_bytes_capacity", "weight_bytes",
                  "weight_bytes_on_wafer", "spilled_bytes", "kv_bytes_reserved", "scratch_bytes")  # fmt: skip

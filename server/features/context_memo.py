@@ -6,7 +6,7 @@ up afresh for every request it changes often: a finished line brings a new name 
 document typed in changes the index, a region edited elsewhere settles. With several documents typed in at once
 (each getting a model answer only every few dozen characters) that made about every other answer a full prefill
 (docs/benchmarks-load.md). So a document keeps the context found for its window until the window's start
-moves (server/syntax/plan.py moves it every half budget of typed characters, when the prefix is prefilled again
+moves (syntax/plan.py moves it every half budget of typed characters, when the prefix is prefilled again
 anyway), the plan's room for it changes, or the document has gone unasked for `keep_s` (coming back to a document
 after working elsewhere looks again, and finds what was just edited there).
 """
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.plan import CompletionPlan
+from waferline.syntax.context import Snippet
+from waferline.syntax.plan import CompletionPlan
 
 KEEP_S = 5.0  # a document not asked for this long looks its context up again
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from waferline.engine.api import EditRequest
 from waferline.server.features.prompt_lookup import line_candidates
 from waferline.server.options import Options
-from waferline.server.syntax.plan import DEFAULT_CONTEXT_CHARS, CompletionPlan
-from waferline.server.syntax.postprocess import should_stop
+from waferline.syntax.plan import DEFAULT_CONTEXT_CHARS, CompletionPlan
+from waferline.syntax.postprocess import should_stop
 
 if TYPE_CHECKING:
     from waferline.server.worker import Worker

@@ -29,8 +29,8 @@ from waferline.server.repository.index import WorkspaceIndex
 from waferline.server.repository.lookup import SymbolInfo, describe_symbol, render_hover_markdown
 from waferline.server.repository.symbols import Definition
 from waferline.server.repository.workspace import uri_to_path
-from waferline.server.syntax.languages import doc_comment, parser_for
-from waferline.server.text import column_to_index, utf8_len
+from waferline.syntax.languages import doc_comment, parser_for
+from waferline.syntax.text import column_to_index, utf8_len
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from waferline.engine.api import Completion, EditRequest
 from waferline.server.background import Background
 from waferline.server.document import Document, DocumentSnapshot
-from waferline.server.features.confidence import Evidence, document_features
 from waferline.server.features.context_memo import ContextMemo
 from waferline.server.features.engine_request import edit_request, skip_reason, window
 from waferline.server.features.recent_edits import recent_edit_snippets, recent_edits
@@ -33,12 +32,13 @@ from waferline.server.features.suggestion_cache import Suggestion, SuggestionCac
 from waferline.server.options import Options
 from waferline.server.shedding import Ticket, Tickets
 from waferline.server.stats import Stats
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.plan import CompletionPlan, plan_completion
-from waferline.server.syntax.postprocess import Finished, finish_completion
-from waferline.server.syntax.repetition import loop_start
-from waferline.server.syntax.tree import SyntaxTree
-from waferline.server.text import units_len
+from waferline.syntax.confidence import Evidence, document_features
+from waferline.syntax.context import Snippet
+from waferline.syntax.plan import CompletionPlan, plan_completion
+from waferline.syntax.postprocess import Finished, finish_completion
+from waferline.syntax.repetition import loop_start
+from waferline.syntax.text import units_len
+from waferline.syntax.tree import SyntaxTree
 
 if TYPE_CHECKING:
     from waferline.server.repository.workspace import Indexing
@@ -81,7 +81,7 @@ class InlineCompletions:
         self.tickets = Tickets(documents)  # each document's newest request: older ones are shed (server/shedding.py)
         self._caches: dict[str, SuggestionCache] = {}
         # each document's outside context, kept while its window stays put
-        self.context_memo = ContextMemo(on_hit=lambda: stats.count_shed("context_kept"))
+        self.context_memo = ContextMemo(on_hit=lambda: stats.count("context_kept"))
 
     def forget(self, uri: str | None = None) -> None:
         """Drop the remembered suggestions of one document (closed, opened again), or of all (new options or engine):
@@ -238,7 +238,7 @@ class InlineCompletions:
         ms = timings if timings is not None else {}
         t = time.perf_counter()
         text, language_id = snapshot.text, snapshot.language_id
-        # Several documents typed in at once: a window start that holds longer (server/syntax/plan.py _quantum).
+        # Several documents typed in at once: a window start that holds longer (syntax/plan.py _quantum).
         steady = self.tickets.typed_in(BUSY_WINDOW_S) > 1
         plan = plan_completion(
             text, offset, language_id, snapshot.syntax, explicit=explicit, steady_window=steady,
@@ -257,7 +257,7 @@ class InlineCompletions:
     def _shed_if_stale(self, ticket: Ticket | None, stage: str) -> None:
         """Raise Superseded, counting it, when the request is stale on reaching `stage` ("plan" or "engine")."""
         if ticket is not None and ticket.stale():
-            self.stats.count_shed(f"shed_before_{stage}")
+            self.stats.count(f"shed_before_{stage}")
             raise Superseded
 
     def _context_unless_stale(
@@ -265,7 +265,7 @@ class InlineCompletions:
     ) -> list[Snippet]:
         """On a helper thread: the repository context, or nothing for a request gone stale while it queued here."""
         if ticket is not None and ticket.stale():  # read-only checks of the loop's state: at worst one lookup too many
-            self.stats.count_shed("context_skipped")
+            self.stats.count("context_skipped")
             return []
         return context(text, plan)
 
@@ -278,7 +278,7 @@ class InlineCompletions:
         if not options.precompute:
             return
         if not self.idle():  # requests are waiting: they come first
-            self.stats.count_shed("precompute_yielded")
+            self.stats.count("precompute_yielded")
             return
         if await self.precompute_next(snapshot, shown, options, self.context_for(snapshot)):
             self.stats.precomputed += 1
@@ -306,7 +306,7 @@ class InlineCompletions:
         if not plan.complete:
             return False
         if not self.idle() or self.documents.get(snapshot.uri) is None:  # real requests came in meanwhile
-            self.stats.count_shed("precompute_yielded")
+            self.stats.count("precompute_yielded")
             return False
         # Its own KV session: the text after an accept that may not happen must not displace the document's prompt
         # from the document's session (the next keystroke's request would prefill its whole window again).

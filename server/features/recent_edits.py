@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from waferline.server.document import Document, DocumentSnapshot
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import line_comment
+from waferline.syntax.context import Snippet
+from waferline.syntax.languages import line_comment
 
 RECENT_EDIT_DOCS = 2  # other open documents whose last edited region goes into the prompt
 RECENT_EDIT_LINES = 6  # lines kept on each side of that edit

@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-from waferline.server.features.confidence import Evidence
+from waferline.syntax.confidence import Evidence
 
 CACHE_ENTRIES = 6  # suggestions remembered per document: the one on screen or held back, and a few precomputed ones
 OUTPUTS = 4  # the model's latest texts kept per document as drafts
@@ -39,7 +39,7 @@ class Suggestion:
     # "model"; "cache" (the rest of a remembered suggestion); "held" (the rest of one still under the confidence
     # gate: answer nothing, without asking the model again)
     source: str
-    confidence: float | None = None  # the calibrated chance it is right (features/confidence.py); None from the cache
+    confidence: float | None = None  # the calibrated chance it is right (syntax/confidence.py); None from the cache
     features: dict[str, float] | None = None  # what the confidence was computed from
 
 

@@ -32,7 +32,7 @@ from waferline.server.document import Document
 from waferline.server.features.engine_request import skip_reason
 from waferline.server.features.inline import BUSY_WINDOW_S, InlineCompletions
 from waferline.server.options import Options
-from waferline.server.text import PositionError
+from waferline.syntax.text import PositionError
 
 if TYPE_CHECKING:
     from waferline.server.background import Background

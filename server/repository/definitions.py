@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 from waferline.server.repository.index import WorkspaceIndex
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import line_comment
-from waferline.server.syntax.plan import CompletionPlan, line_bounds
+from waferline.syntax.context import Snippet
+from waferline.syntax.languages import line_comment
+from waferline.syntax.plan import CompletionPlan, line_bounds
 
 CONTEXT_SNIPPET_LINES = 8  # lines of a definition from another file shown to the model
 CONTEXT_MAX_DEFINITIONS = 6

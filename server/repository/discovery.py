@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 
 import pathspec
 
-from waferline.server.syntax.languages import language_for_path
+from waferline.syntax.languages import language_for_path
 
 # Folders no one wants indexed even when a repository forgot to ignore them (a virtualenv holds thousands of files).
 DEFAULT_EXCLUDES = (

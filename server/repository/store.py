@@ -27,7 +27,7 @@ from typing import Any
 from waferline.server.repository.search_docs import SearchDoc
 from waferline.server.repository.tags import FileTags
 from waferline.server.repository.terms import text_terms
-from waferline.server.syntax.languages import QUERY_PACKAGE, TAGS
+from waferline.syntax.languages import QUERY_PACKAGE, TAGS
 
 log = logging.getLogger(__name__)
 

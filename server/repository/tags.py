@@ -16,7 +16,7 @@ from typing import NamedTuple
 from tree_sitter import Node, QueryCursor
 
 from waferline.server.repository.terms import clean_comment, clean_python_string
-from waferline.server.syntax.languages import TAGS, load_query, parser_for
+from waferline.syntax.languages import TAGS, load_query, parser_for
 
 Point = tuple[int, int]  # (line, UTF-16 column), zero-based
 Range = tuple[Point, Point]

@@ -36,9 +36,9 @@ from pygls.uris import to_fs_path
 from waferline.server.repository.definitions import definition_snippets, window_names
 from waferline.server.repository.discovery import TEXT_LANGUAGES
 from waferline.server.repository.index import WorkspaceIndex
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.languages import EXTENSIONS
-from waferline.server.syntax.plan import CompletionPlan
+from waferline.syntax.context import Snippet
+from waferline.syntax.languages import EXTENSIONS
+from waferline.syntax.plan import CompletionPlan
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
@@ -263,7 +263,7 @@ class Indexing:
         if delay > 0 and (last := self._last_update.get(uri)) is not None:
             due = max(due, last + UPDATE_MIN_INTERVAL_S)
         if uri in self._due:
-            self.ls.stats.count_shed("index_coalesced")
+            self.ls.stats.count("index_coalesced")
         self._due[uri] = due
         timer = self._timers.get(uri)
         if timer is None or timer.when() > due:  # none yet, or a save asks for sooner than the one there
@@ -298,7 +298,7 @@ class Indexing:
             queued = uri in self._waiting
             self._waiting[uri] = (index, path, doc.readable_text)
         if queued:  # the index thread has not got to the previous text: it takes this one instead
-            self.ls.stats.count_shed("index_coalesced")
+            self.ls.stats.count("index_coalesced")
         else:
             self._submit(self._update_waiting, uri, path=path)
 
@@ -309,7 +309,7 @@ class Indexing:
         if item is not None:
             index, path, text = item
             index.update_file(path, text)
-            self.ls.stats.count_shed("index_updates")
+            self.ls.stats.count("index_updates")
 
     def document_closed(self, uri: str) -> None:
         if (old := self._timers.pop(uri, None)) is not None:

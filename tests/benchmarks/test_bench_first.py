@@ -40,6 +40,7 @@ def test_a_file_shorter_than_a_thousand_lines_is_refused(tmp_path: Path) -> None
         make_cases([module(tmp_path, 100)], 1, seed=0)
 
 
+@pytest.mark.slow  # starts the server twice: ~13 s
 def test_bench_first_runs_both_modes_and_reports_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["bench-first", "--model", "tiny", "--files", str(module(tmp_path)), "--cursors", "2", "--open-s", "0.5"]
     assert main([*argv, "--json"]) == 0

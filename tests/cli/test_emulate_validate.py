@@ -62,6 +62,7 @@ def test_the_waferllm_pairs_time_the_shapes_its_artifact_times():
     assert {get_spec(p.wafer).clock_hz for p in PAIRS if p.kind == "layer"} == {1.1e9}  # WaferLLM's conversion
 
 
+@pytest.mark.slow  # every published pair projected: ~12 s
 def test_validate_lists_every_pair(capsys):
     assert main(["emulate", "--validate", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

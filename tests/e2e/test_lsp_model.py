@@ -11,8 +11,8 @@ import pytest
 from lsp_support import Typist, inline, lsp_session, open_doc, stats
 from tree_sitter import Parser
 
-from waferline.server.syntax.languages import language
-from waferline.server.syntax.tree import collect_errors
+from waferline.syntax.languages import language
+from waferline.syntax.tree import collect_errors
 
 pytestmark = pytest.mark.asyncio
 

@@ -53,7 +53,7 @@ def test_prefix_reuse_equals_a_fresh_prefill(model: Transformer) -> None:
     session = Session(model, "doc")
     with torch.inference_mode():
         session.forward(old)
-        reused = session.prepare(new)
+        reused = session.reuse_prefix(new)
         assert reused == common_prefix(old, new) == 20
         assert session.tokens == new[:20] and session.kv.length == 20
         logits = session.forward(new[reused:], last_only=False)
@@ -65,17 +65,17 @@ def test_prepare_keeps_one_token_to_prefill(model: Transformer) -> None:
     session = Session(model, "doc")
     with torch.inference_mode():
         session.forward(prompt)
-        assert session.prepare(prompt) == 11  # the same prompt: all but the last token
+        assert session.reuse_prefix(prompt) == 11  # the same prompt: all but the last token
         assert session.length == 11
         last = session.forward(prompt[11:])
         torch.testing.assert_close(last[0], full_logits(model, prompt)[-1], atol=1e-5, rtol=1e-5)
-        assert session.prepare(prompt[:5]) == 4  # a shorter prompt that the cache extends
+        assert session.reuse_prefix(prompt[:5]) == 4  # a shorter prompt that the cache extends
         other = [(prompt[0] + 1) % ARGS.vocab_size, *prompt[1:6]]  # differs from the first token on
-        assert session.prepare(other) == 0 and session.length == 0
+        assert session.reuse_prefix(other) == 0 and session.length == 0
     with pytest.raises(ValueError, match="empty"):
-        session.prepare([])
+        session.reuse_prefix([])
     with pytest.raises(ValueError, match=r"97 tokens .* context of 96"):
-        session.prepare(ids(97))
+        session.reuse_prefix(ids(97))
 
 
 def test_generation_after_reuse_equals_generation_from_scratch(model: Transformer) -> None:

@@ -1,4 +1,4 @@
-"""Speculative decoding: drafts from prompt lookup and from the caller, verified k tokens per step, never changing
+"""Speculative decoding: drafts from n-gram lookup and from the caller, verified k tokens per step, never changing
 what generation writes (greedy token for token; sampling in distribution)."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def both(
 
 repeating = st.lists(st.integers(0, ARGS.vocab_size - 1), min_size=2, max_size=12).flatmap(
     lambda unit: st.integers(1, 6).map(lambda times: (unit * times)[:120])
-)  # prompts that repeat a unit, so that prompt lookup drafts (and is often wrong)
+)  # prompts that repeat a unit, so that n-gram lookup drafts (and is often wrong)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -142,6 +142,7 @@ def test_per_op_path_verifies_exactly_where_its_products_are_row_independent(mon
     assert build("float32", fuse=True, monkeypatch=monkeypatch).exact_verify()
 
 
+@pytest.mark.slow  # thousands of sampled tokens: 8-26 s on the 2-core machine
 @pytest.mark.parametrize("top_p", [1.0, 0.7])
 def test_sampling_with_a_draft_keeps_the_distribution(top_p: float) -> None:
     """sample_draft against sample on a 6-token vocabulary, 40,000 draws each, fixed seeds: total variation within
@@ -171,7 +172,7 @@ def test_sampling_with_a_draft_keeps_the_distribution(top_p: float) -> None:
 
 
 def test_sampled_generation_with_drafts_keeps_the_distribution(model: Transformer) -> None:
-    """Sampled generation end to end, 1,500 runs, every one drafting by prompt lookup (the prompt holds every id
+    """Sampled generation end to end, 1,500 runs, every one drafting by n-gram lookup (the prompt holds every id
     once, so any token has a continuation): the 2nd token, which the draft decides, follows the exact marginal
     (summed over the first token) within a generous total-variation bound. Plain sampling's own distance in the same
     setting is about 0.07 (a flat distribution over 64 ids); always keeping the draft would be far off."""
@@ -188,7 +189,7 @@ def test_sampled_generation_with_drafts_keeps_the_distribution(model: Transforme
     drafted = 0
     for i in range(n):
         drafter = Drafter(prompt, DraftPolicy())
-        drafter.policy.stats["lookup"].accepted = 100  # trusted, so that it drafts every time
+        drafter.policy.stats["ngram"].accepted = 100  # trusted, so that it drafts every time
         r = generate(Session(model, "x"), prompt, max_new_tokens=3, temperature=temperature, seed=i, drafter=drafter)
         counts[r.tokens[1]] += 1
         drafted += r.drafted_tokens
@@ -199,13 +200,13 @@ def test_sampled_generation_with_drafts_keeps_the_distribution(model: Transforme
 
 def test_prompt_lookup_proposes_what_followed_the_last_occurrence() -> None:
     policy = DraftPolicy()
-    policy.stats["lookup"].accepted = 100  # trusted: long drafts pay
+    policy.stats["ngram"].accepted = 100  # trusted: long drafts pay
     d = Drafter([1, 2, 3, 4, 5, 6, 9, 2, 3], policy)
-    assert d.propose(3) == ("lookup", [4, 5, 6])  # the suffix [2, 3] occurred at 1..2
+    assert d.propose(3) == ("ngram", [4, 5, 6])  # the suffix [2, 3] occurred at 1..2
     d.push(7)
     assert d.propose(4) == ("", [])  # [3, 7], [7] never occurred before
     d = Drafter([8, 1, 2, 9, 1, 2, 5, 1, 2], policy)
-    assert d.propose(2) == ("lookup", [5, 1])  # the latest occurrence wins
+    assert d.propose(2) == ("ngram", [5, 1])  # the latest occurrence wins
     assert Drafter([256, 1], policy).propose(2) == ("", [])  # a byte of 256 is not the id 1
 
 
@@ -213,14 +214,14 @@ def test_other_expected_text_is_searched_first_but_never_followed_from_its_start
     """EditRequest.lookup (the model's previous text where the user typed something else): pieces of it are
     proposed after the same ids, never its start by position; a caller's draft, when there is one, takes its place."""
     policy = DraftPolicy()
-    policy.stats["lookup"].accepted = 100
+    policy.stats["ngram"].accepted = 100
     d = Drafter([1, 2, 7], policy, also=[40, 7, 41, 42, 43])
-    assert d.propose(3) == ("lookup", [41, 42, 43])  # [7] occurred in it: what followed there
+    assert d.propose(3) == ("ngram", [41, 42, 43])  # [7] occurred in it: what followed there
     assert Drafter([1, 2, 3], policy, also=[40, 41]).propose(2) == ("", [])  # nothing of it follows [3]
     d = Drafter([1, 2, 7], policy, caller=[9], also=[40, 7, 41])  # with a caller's draft, `also` is not searched
     assert d.propose(2) == ("caller", [9])
     d.push(7)
-    assert d.propose(2) == ("lookup", [7])  # [7] found in the prompt (after 2), not in `also` (41)
+    assert d.propose(2) == ("ngram", [7])  # [7] found in the prompt (after 2), not in `also` (41)
 
 
 def test_caller_draft_is_followed_while_generation_agrees() -> None:
@@ -230,7 +231,7 @@ def test_caller_draft_is_followed_while_generation_agrees() -> None:
     assert d.propose(2) == ("caller", [10, 11])
     d.push(10)
     assert d.propose(8) == ("caller", [11, 12, 13])
-    d.push(99)  # generation parted from the caller's text: only prompt lookup (over it too) remains
+    d.push(99)  # generation parted from the caller's text: only n-gram lookup (over it too) remains
     assert d.propose(8) == ("", [])
 
 
@@ -238,17 +239,17 @@ def test_policy_stops_drafting_where_it_does_not_pay_and_still_probes() -> None:
     policy = DraftPolicy()
     for t in range(1, 17):
         policy.observe_step(t, 1e-3 * t)  # a step of t tokens costs t one-token steps: no draft can pay
-    policy.stats["lookup"].rejections = 50
-    lengths = [policy.length("lookup", 8) for _ in range(16)]
+    policy.stats["ngram"].rejections = 50
+    lengths = [policy.length("ngram", 8) for _ in range(16)]
     assert lengths.count(0) == 14 and lengths.count(2) == 2  # probes every PROBE_EVERY-th time
     cheap = DraftPolicy()
     for t in range(1, 17):
         cheap.observe_step(t, 1e-3 * (1 + 0.05 * (t - 1)))
-    cheap.stats["lookup"].accepted = 90
-    cheap.stats["lookup"].rejections = 10
-    assert cheap.length("lookup", 15) >= 8  # flat cost and 90% acceptance: draft long
-    cheap.stats["lookup"].rejections = 200
-    assert 0 < cheap.length("lookup", 15) < 8  # rarely right: shorter
+    cheap.stats["ngram"].accepted = 90
+    cheap.stats["ngram"].rejections = 10
+    assert cheap.length("ngram", 15) >= 8  # flat cost and 90% acceptance: draft long
+    cheap.stats["ngram"].rejections = 200
+    assert 0 < cheap.length("ngram", 15) < 8  # rarely right: shorter
 
 
 def test_one_length_timed_on_a_bad_moment_does_not_stop_drafting() -> None:
@@ -263,8 +264,8 @@ def test_one_length_timed_on_a_bad_moment_does_not_stop_drafting() -> None:
             policy.observe_step(t, 1e-4 * (1 + 0.2 * (t - 1)))
     policy.observe_step(6, 1e-2)  # preempted: a hundred one-token steps
     assert policy.cost(6) == pytest.approx(2.0)  # the slope the other lengths show
-    policy.stats["lookup"].accepted, policy.stats["lookup"].rejections = 90, 10
-    assert policy.length("lookup", 15) >= 4
+    policy.stats["ngram"].accepted, policy.stats["ngram"].rejections = 90, 10
+    assert policy.length("ngram", 15) >= 4
     policy.observe_step(4, 1e-2)  # a slow step does not replace a length's best time
     assert policy.step_s[4] == pytest.approx(1e-4 * 1.6)
     for _ in range(STEP_WINDOW):  # ... until it is all the window holds

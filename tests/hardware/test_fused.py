@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 from random_weights import scaled_state  # tests/support
+from required import missing  # tests/support
 
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.model import ModelArgs, Transformer
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 @pytest.fixture(scope="module")
 def compiled() -> None:
     if fused.library() is None:
-        pytest.skip(f"no C compiler here: {fused._library_error}")
+        missing(f"the fused C step could not be built: {fused._library_error}")
 
 
 def build(shape: str, *, dtype: torch.dtype, weights: str, fuse: bool, monkeypatch: Any) -> Transformer:
@@ -121,9 +122,9 @@ def test_out_of_range_token_is_refused_not_read(compiled: None, monkeypatch: Any
     assert model.fused is not None
     kv = model.open_cache(8)
     with pytest.raises(ValueError, match="refused token 70"):
-        model.fused(70, kv, 0)
+        model.fused.step(70, kv, 0)
     with pytest.raises(ValueError, match="position 8"):
-        model.fused(1, kv, 8)
+        model.fused.step(1, kv, 8)
 
 
 def test_env_switch_and_large_models_keep_the_per_op_path(monkeypatch: Any) -> None:
@@ -133,7 +134,7 @@ def test_env_switch_and_large_models_keep_the_per_op_path(monkeypatch: Any) -> N
     model.load(from_hf(args, init_random(args).items()))
     assert model.fused is None
     monkeypatch.setenv("WAFERLINE_FUSED", "1")
-    monkeypatch.setattr("waferline.hardware.torch_backend.device.FUSE_MAX_WEIGHT_BYTES", 1000)
+    monkeypatch.setattr("waferline.hardware.torch_backend.torch_device.FUSE_MAX_WEIGHT_BYTES", 1000)
     model = Transformer(args, TorchDevice())
     model.load(from_hf(args, init_random(args).items()))
     assert model.fused is None
@@ -186,7 +187,7 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
         one, one_cache = decode_logits(model, prompt, tokens)
         kv = model.open_cache(len(prompt) + k)
         model.forward(torch.tensor(prompt), kv, 0)
-        many = model.verify(tokens, kv, len(prompt))
+        many = model.forward(tokens, kv, len(prompt), last_only=False, like_steps=True)
         assert kv.length == len(prompt) + k
         assert torch.equal(many, one), f"k={k}"
         assert torch.equal(kv.payload.data.float(), one_cache), f"k={k}"
@@ -210,7 +211,7 @@ def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_toke
         tokens = torch.randint(0, model.args.vocab_size, (length,), generator=g)
         one_kv = model.open_cache(length)
         with torch.inference_mode():
-            one = torch.cat([model.forward_one(int(t), one_kv, i) for i, t in enumerate(tokens)])
+            one = torch.cat([model.forward([int(t)], one_kv, i) for i, t in enumerate(tokens)])
         calls.clear()
         kv, rows_kv = model.open_cache(length), model.open_cache(length)
         with torch.inference_mode():
@@ -237,7 +238,9 @@ def test_many_token_step_refuses_what_does_not_fit(compiled: None, monkeypatch: 
         model.fused.many([1, 70], kv, 0)  # 70 is past the vocabulary
     with pytest.raises(ValueError, match="refused 4 tokens"):
         model.fused.many([1, 2, 3, 4], kv, 18)  # past the cache
-    assert len(model.verify(list(range(17)), kv, 0)) == 17  # more than one call takes: the per-op calls
+    assert (
+        len(model.forward(list(range(17)), kv, 0, last_only=False, like_steps=True)) == 17
+    )  # more than one call takes: the per-op calls
 
 
 def _with_threads(n: int) -> Any:
@@ -274,7 +277,7 @@ def test_the_step_on_several_threads_equals_one_thread_bit_for_bit(
         model.forward(torch.tensor(prompt), kv, 0)  # per-op prefill on one thread (torch's float GEMM splits sums)
         with _with_threads(threads):
             one = torch.cat([model.forward(tokens[i : i + 1], kv, len(prompt) + i) for i in range(8)])
-            many = model.verify(tokens[8:].tolist(), kv, len(prompt) + 8)
+            many = model.forward(tokens[8:].tolist(), kv, len(prompt) + 8, last_only=False, like_steps=True)
         results.append((one, many, kv.payload.data.clone()))
     for one, many, cache in results[1:]:
         assert torch.equal(one, results[0][0]) and torch.equal(many, results[0][1])
@@ -355,7 +358,7 @@ def test_two_callers_at_once_get_the_same_logits(compiled: None, monkeypatch: An
 
 
 def test_a_model_over_the_limit_says_why_it_stays_per_op(monkeypatch: Any, caplog: Any) -> None:
-    monkeypatch.setattr("waferline.hardware.torch_backend.device.FUSE_MAX_WEIGHT_BYTES", 1000)
+    monkeypatch.setattr("waferline.hardware.torch_backend.torch_device.FUSE_MAX_WEIGHT_BYTES", 1000)
     args = ModelArgs(**SHAPES["odd-widths-head-dim"])
     model = Transformer(args, TorchDevice())
     with caplog.at_level("INFO", logger="waferline.hardware"):

@@ -81,7 +81,7 @@ def test_a_k_token_verification_is_one_step_reading_each_weight_once(tiny):
         kv = model.open_cache(64)
         model.forward(torch.tensor(PROMPT), kv, 0)
         device.reset_counters()
-        model.verify(draft(k), kv, len(PROMPT))
+        model.forward(draft(k), kv, len(PROMPT), last_only=False, like_steps=True)
         per_step[k] = device.counters()
         device.kv_close(kv)
     for k, c in per_step.items():
@@ -114,6 +114,6 @@ def test_the_analytic_verification_costs_what_the_numeric_one_counts(tiny):
         kv = model.open_cache(64)
         model.forward(torch.tensor(PROMPT), kv, 0)
         device.reset_counters()
-        model.verify(draft(8), kv, len(PROMPT))
+        model.forward(draft(8), kv, len(PROMPT), last_only=False, like_steps=True)
         counts.append({k: v for k, v in device.counters().items() if k.startswith("cycles") or k.startswith("op.")})
     assert counts[1] == counts[0]

@@ -16,8 +16,8 @@ from waferline.server.features.actions.targets import (
     Target,
     find_targets,
 )
-from waferline.server.syntax.parse_check import new_syntax_error
-from waferline.server.syntax.tree import SyntaxTree
+from waferline.syntax.parse_check import new_syntax_error
+from waferline.syntax.tree import SyntaxTree
 
 
 def source(text: str, language_id: str = "python") -> Source:

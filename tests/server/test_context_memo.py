@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from waferline.server.features.context_memo import ContextMemo
-from waferline.server.syntax.context import Snippet
-from waferline.server.syntax.plan import plan_completion
+from waferline.syntax.context import Snippet
+from waferline.syntax.plan import plan_completion
 
 TEXT = "".join(f"def f{i}(a, b):\n    return a + b * {i}\n\n" for i in range(200))
 

@@ -1,4 +1,4 @@
-"""A model for each feature (engine/routing.py, server/engines.py): chat-style work goes to its own engine, on a lane
+"""A model for each feature (engine/routing.py, engine/factory.py): chat-style work goes to its own engine, on a lane
 of its own, while keystrokes' completions stay where they were; a remote chat engine that is down or slow never
 holds up completions."""
 
@@ -14,9 +14,9 @@ from fake_http import FakeServer, Reply, fake_server, json_reply, sse  # tests/s
 from fixed_engine import FixedEngine
 
 from waferline.engine.api import ENGINE_LANE, ChatRequest, EditRequest, EngineUnavailable
+from waferline.engine.factory import build_engine
 from waferline.engine.fallback import FallbackEngine
 from waferline.engine.routing import RoutedEngine
-from waferline.server.engines import build_engine
 from waferline.server.model_tasks import ASK_KEY, Budget, chat, infill
 from waferline.server.options import Options
 from waferline.server.stats import Stats

@@ -14,10 +14,10 @@ from idle_worker import IdleWorker  # tests/support (on sys.path: tests/conftest
 from waferline.engine.api import Completion
 from waferline.server.background import Background
 from waferline.server.document import Document
-from waferline.server.features.confidence import PRIOR, Calibration, features, load_calibration
 from waferline.server.features.inline import InlineCompletions
 from waferline.server.options import Options
 from waferline.server.stats import Stats
+from waferline.syntax.confidence import PRIOR, Calibration, features, load_calibration
 
 CIRCLE = """from dataclasses import dataclass
 import math
@@ -146,7 +146,7 @@ def test_held_back_and_copied_suggestions_are_counted() -> None:
 
 
 def test_document_features_say_whether_the_names_and_the_line_are_the_documents_own() -> None:
-    from waferline.server.features.confidence import document_features
+    from waferline.syntax.confidence import document_features
 
     doc = (
         "class A:\n    def __init__(self, radius):\n        self.radius = radius\n\n"

@@ -13,12 +13,12 @@ from idle_worker import IdleWorker  # tests/support (on sys.path: tests/conftest
 from waferline.engine.api import Completion
 from waferline.server.background import Background
 from waferline.server.document import Document
-from waferline.server.features import confidence
-from waferline.server.features.confidence import Calibration, Evidence, features
 from waferline.server.features.inline import InlineCompletions
 from waferline.server.features.suggestion_cache import SuggestionCache
 from waferline.server.options import Options
 from waferline.server.stats import Stats
+from waferline.syntax import confidence
+from waferline.syntax.confidence import Calibration, Evidence, features
 
 DOC = "import math\n\n\ndef area(r):\n    return math.pi * "
 SURE, UNSURE = math.log(0.97), math.log(0.05)

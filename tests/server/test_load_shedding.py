@@ -260,7 +260,7 @@ def test_plans_hold_their_window_longer_while_several_documents_are_typed_in(mon
 
 def test_a_multi_line_request_gets_single_line_tokens_while_several_documents_are_typed_in() -> None:
     from waferline.server.features.engine_request import edit_request
-    from waferline.server.syntax.plan import plan_completion
+    from waferline.syntax.plan import plan_completion
 
     text = "def area(radius):\n    "
     plan = plan_completion(text, len(text), "python", None)

@@ -17,8 +17,8 @@ from waferline.server.features.suggestion_cache import SuggestionCache
 from waferline.server.option_parsing import options_table, parse_options
 from waferline.server.options import Options
 from waferline.server.stats import Stats, percentile
-from waferline.server.text import TextDocument
 from waferline.server.worker import Worker
+from waferline.syntax.text import DocumentText
 
 # -- options ---------------------------------------------------------------------------------------------------------
 
@@ -118,7 +118,7 @@ def test_stats_snapshot_reports_reuse_and_speed() -> None:
 @given(text=st.text(max_size=20), line=st.integers(0, 3), col=st.integers(0, 5))
 def test_advance_matches_the_document(encoding: str, text: str, line: int, col: int) -> None:
     head = ("abcde\n" * line) + "abcde"[:col]
-    doc = TextDocument(head + text, encoding=encoding)
+    doc = DocumentText(head + text, encoding=encoding)
     start = doc.position_at(len(head))
     assert advance(*start, text, encoding) == doc.position_at(len(head) + len(text))
 

@@ -18,7 +18,7 @@ from waferline.server.repository.terms import (
     match_expression,
     query_terms,
 )
-from waferline.server.syntax.languages import LANGUAGES, TAGS, load_query
+from waferline.syntax.languages import LANGUAGES, TAGS, load_query
 
 REPO = Path(__file__).parent / "fixtures" / "repos" / "polyglot"
 

@@ -13,8 +13,8 @@ from waferline.server.features.engine_request import prompt_prefix
 from waferline.server.options import Options
 from waferline.server.repository.index import IndexOptions, WorkspaceIndex
 from waferline.server.repository.workspace import Indexing, uri_to_path, watched_globs
-from waferline.server.syntax.plan import plan_completion
-from waferline.server.syntax.tree import SyntaxTree
+from waferline.syntax.plan import plan_completion
+from waferline.syntax.tree import SyntaxTree
 
 FIXTURE = Path(__file__).parent / "fixtures" / "repos" / "polyglot"
 

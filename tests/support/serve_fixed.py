@@ -22,8 +22,8 @@ from fixed_engine import FixedEngine
 
 from waferline.cli import serve as serve_cli
 from waferline.engine.api import Engine
+from waferline.engine.factory import build_engine
 from waferline.server.app import WaferlineServer
-from waferline.server.engines import build_engine
 from waferline.server.handlers import create_server
 from waferline.server.options import Options
 

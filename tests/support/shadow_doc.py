@@ -1,6 +1,6 @@
 """The fuzzing client's own copy of a document, edited as LSP says and as docs/reliability.md says the server does.
 
-Written apart from the server's server/text.py on purpose (a second reading of the same rules): lines end at
+Written apart from the server's syntax/text.py on purpose (a second reading of the same rules): lines end at
 "\\r\\n", "\\r" or "\\n"; a character past a line's end is the line's end; a position inside a character of several
 code units snaps to the character's start; `(line_count, 0)` is the end of the document; a range whose start is
 not in the document, whose end is negative or before its start is refused; an end past the last line is the end

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from waferline.server.features.confidence import FEATURES
+from waferline.syntax.confidence import FEATURES
 from waferline.training.calibrate import calibrate, curve
 
 

@@ -58,7 +58,7 @@ def test_short_training_lowers_the_loss_resumes_and_exports(tmp_path: Path, corp
     assert summary["final_train_loss"] < summary["first_train_loss"] - 0.5
     for name in ("tokenizer.json", "ckpt.pt", "loss.csv", "loss.png", "export/model.safetensors"):
         assert (out / name).is_file(), name
-    assert torch.load(out / "rows.pt")["train"].dtype == torch.int16, "prepared rows travel in int16"
+    assert torch.load(out / "rows.pt", weights_only=True)["train"].dtype == torch.int16, "prepared rows travel in int16"
     with (out / "loss.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [5, 10, 15, 20, 25, 30, 30]  # every 5 steps, then the final checkpoint

@@ -35,11 +35,11 @@ from waferline.server.features.actions.targets import (
 )
 from waferline.server.features.engine_request import prompt_prefix
 from waferline.server.model_tasks import Budget, action_key, chat, infill
-from waferline.server.syntax.languages import parser_for
-from waferline.server.syntax.parse_check import new_syntax_error
-from waferline.server.syntax.plan import CompletionPlan, plan_completion
-from waferline.server.syntax.postprocess import finish_completion, should_stop
-from waferline.server.syntax.tree import SyntaxTree
+from waferline.syntax.languages import parser_for
+from waferline.syntax.parse_check import new_syntax_error
+from waferline.syntax.plan import CompletionPlan, plan_completion
+from waferline.syntax.postprocess import finish_completion, should_stop
+from waferline.syntax.tree import SyntaxTree
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from waferline.server.syntax.languages import doc_comment
-from waferline.server.syntax.tree import SyntaxTree, collect_errors
-from waferline.server.text import utf8_len
+from waferline.syntax.languages import doc_comment
+from waferline.syntax.text import utf8_len
+from waferline.syntax.tree import SyntaxTree, collect_errors
 
 COMPLETE_BODY = "complete_body"
 DOCSTRING = "docstring"

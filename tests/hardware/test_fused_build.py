@@ -1,0 +1,92 @@
+"""The fused C step as built: its index layout read from the library itself, no warning under -Wall -Wextra, and a
+run under AddressSanitizer and UndefinedBehaviorSanitizer (out-of-bounds reads, overflow, misalignment abort it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from required import missing  # tests/support
+
+from waferline.hardware.torch_backend import fused
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def lib() -> Any:
+    built = fused.library()
+    if built is None:
+        missing(f"the fused C step could not be built: {fused._library_error}")
+    return built
+
+
+def test_the_c_tables_are_indexed_as_fused_py_fills_them(lib: Any) -> None:
+    assert fused.c_layout(lib) == (fused.DIMS, fused.GLOBAL_PTRS, fused.LAYER_PTRS)
+
+
+def test_a_table_out_of_step_with_the_c_enums_is_refused(lib: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    swapped = (fused.LAYER_PTRS[1], fused.LAYER_PTRS[0], *fused.LAYER_PTRS[2:])
+    monkeypatch.setattr(fused, "LAYER_PTRS", swapped)
+    with pytest.raises(RuntimeError, match="layer pointers are attn_norm, qkv_w"):
+        fused.check_layout(lib)
+    monkeypatch.setattr(fused, "LAYER_PTRS", (*fused.LAYER_PTRS, "extra"))
+    with pytest.raises(RuntimeError, match="extra"):
+        fused.check_layout(lib)
+
+
+def test_the_sources_build_without_a_warning(lib: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fused, "CFLAGS", (*fused.CFLAGS, "-Werror"))
+    assert {"-Wall", "-Wextra"} <= set(fused.CFLAGS)
+    assert fused.compile_library(tmp_path).is_file()
+
+
+SANITIZED = """
+import sys, torch
+sys.path.insert(0, "tests/support")
+from waferline.hardware.torch_backend import fused
+fused.CFLAGS = (*[f for f in fused.CFLAGS if f != "-O3"], "-O1", "-g", "-fno-omit-frame-pointer",
+                "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+from random_weights import scaled_state
+from waferline.engine.hf import from_hf
+from waferline.engine.model import ModelArgs, Transformer
+from waferline.hardware.torch_backend import TorchDevice
+assert fused.library() is not None, fused._library_error
+args = ModelArgs(model_type="qwen3", vocab_size=70, dim=40, n_layers=1, n_heads=2, n_kv_heads=1,
+                 intermediate_size=50, max_seq_len=64, head_dim=24)  # widths that exercise every tail
+for weights, dtype in (("float", torch.float32), ("int8", torch.bfloat16)):
+    model = Transformer(args, TorchDevice(dtype=dtype, weights=weights))
+    model.load(from_hf(args, scaled_state(args, seed=3, weight_scale=1.0).items()))
+    assert model.fused is not None
+    kv = model.open_cache(40)
+    rows = model.forward(list(range(1, 17)), kv, 0, last_only=False, like_steps=True)  # the 16-token step
+    steps = [model.forward([t], kv, kv.length) for t in (3, 4, 5)]
+    stats = model.row_stats(rows.float().contiguous())
+    assert all(bool(torch.isfinite(x).all()) for x in (rows, *steps)) and len(stats[0]) == 16
+print("clean")
+"""
+
+
+@pytest.mark.slow  # builds the C with sanitizers (-O1) and runs it: ~30-90 s here
+def test_the_step_runs_clean_under_address_and_undefined_behaviour_sanitizers(lib: Any, tmp_path: Path) -> None:
+    cc = shutil.which("gcc")
+    if cc is None:
+        missing("gcc is needed for the sanitizer runtimes")
+    runtimes = [subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+                for name in ("libasan.so", "libubsan.so")]  # fmt: skip
+    if not all(Path(r).is_file() for r in runtimes):
+        missing(f"no sanitizer runtimes beside {cc}")
+    env = os.environ | {
+        "CC": cc, "XDG_CACHE_HOME": str(tmp_path), "LD_PRELOAD": ":".join(runtimes),
+        "ASAN_OPTIONS": "detect_leaks=0",  # the interpreter's own allocations outlive it by design
+        "UBSAN_OPTIONS": "print_stacktrace=1",
+    }  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", SANITIZED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0 and run.stdout.strip().endswith("clean"), run.stderr[-4000:]
