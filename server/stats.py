@@ -42,6 +42,12 @@ class Stats:
     held_through: int = 0  # requests answered empty at once: the user typed the start of a held-back suggestion
     copied: int = 0  # suggestions the engine took from the server's prompt-lookup candidates
     errors: int = 0  # requests answered with an error (bad input)
+    # Text sync (server/app.py `_apply_changes`, docs/reliability.md "Text sync"): a change that could not apply puts
+    # its document out of sync until a whole-text change; completions there are answered empty meanwhile.
+    desyncs: int = 0  # documents that went out of sync
+    resyncs: int = 0  # documents back in sync (a whole-text change)
+    changes_dropped: int = 0  # content changes not applied: the one that could not, and ranged ones after it
+    out_of_sync_answers: int = 0  # completion requests answered empty because their document was out of sync
     generations: int = 0  # model runs that finished (not superseded)
     # Speculative decoding (engine/speculate.py): model steps taken, draft tokens proposed and accepted by them.
     decode_steps: int = 0
@@ -129,7 +135,8 @@ class Stats:
                 k: getattr(self, k)
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
-                    "precomputed", "held_back", "held_through", "copied", "errors", "generations",
+                    "precomputed", "held_back", "held_through", "copied", "errors", "desyncs", "resyncs",
+                    "changes_dropped", "out_of_sync_answers", "generations",
                     "prompt_tokens_total", "prefilled_tokens_total", "new_tokens_total", "fallback_answers",
                     "chat_generations", "decode_steps", "drafted_tokens", "accepted_tokens",
                     "shed_before_plan", "shed_before_engine", "context_skipped", "context_kept", "precompute_yielded",
