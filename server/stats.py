@@ -10,10 +10,12 @@ the client side (keystroke sent -> response received).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-# Older latencies are dropped past this many, so a server that runs for days keeps a bounded list.
+# Older latencies are dropped past this many, so a server that runs for days keeps a bounded list: the latencies and
+# each of the 7 phases, at most 8 x 10,000 floats (~2.6 MB with the deque's blocks; docs/reliability.md, "Memory").
 MAX_LATENCIES = 10_000
 
 
@@ -75,9 +77,9 @@ class Stats:
     new_tokens_total: int = 0
     decode_s_total: float = 0.0
     prefill_s_total: float = 0.0
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_LATENCIES))
     # where the milliseconds of a model answer go: did_change, plan, context, queue, prefill, decode, finish
-    phases_ms: dict[str, list[float]] = field(default_factory=dict)
+    phases_ms: dict[str, deque[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count_shed(self, name: str, n: int = 1) -> None:
@@ -96,16 +98,11 @@ class Stats:
     def add_latency(self, ms: float) -> None:
         with self._lock:
             self.latencies_ms.append(ms)
-            if len(self.latencies_ms) > MAX_LATENCIES:
-                del self.latencies_ms[: len(self.latencies_ms) - MAX_LATENCIES]
 
     def add_phases(self, timings: dict[str, float]) -> None:
         with self._lock:
             for name, ms in timings.items():
-                values = self.phases_ms.setdefault(name, [])
-                values.append(ms)
-                if len(values) > MAX_LATENCIES:
-                    del values[: len(values) - MAX_LATENCIES]
+                self.phases_ms.setdefault(name, deque(maxlen=MAX_LATENCIES)).append(ms)
 
     def add_generation(
         self, *, prompt_tokens: int, prefilled_tokens: int, new_tokens: int, prefill_s: float, decode_s: float,
