@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from waferline.syntax.text import PositionError, TextChange
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+MAX_REPORTED = 256  # problems remembered as shown (each shown once): a few KB whatever the client sends
 ACCEPT_COMMAND = "waferline.accept"  # the command an inline item carries, so the editor reports accepts
 
 
@@ -51,7 +53,7 @@ class WaferlineServer(LanguageServer):
         self.stats = Stats()
         self.worker = Worker(self.stats)
         self._engine_factory = engine_factory or build_engine
-        self._reported: set[str] = set()
+        self._reported: OrderedDict[str, None] = OrderedDict()  # what was shown to the user, the latest kept
         self.client_has_inline = False
         self.background = Background()
         self.indexing = Indexing(self)  # the workspace index: hover, waferline/ask, completion context
@@ -84,11 +86,16 @@ class WaferlineServer(LanguageServer):
         log.info("options from %s: %s", source, new)
         return engine_changed
 
-    def report(self, message: str, *, show: bool = True) -> None:
-        """Log a problem the user can act on, and show it in the editor the first time it happens."""
+    def report(self, message: str, *, show: bool = True, key: str | None = None) -> None:
+        """Log a problem the user can act on, and show it in the editor the first time it (or its `key`) happens.
+        The last `MAX_REPORTED` keys are remembered: a client that makes a new mistake per message (each naming its
+        own URI) costs a bounded set, not one entry per message."""
         log.warning("%s", message)
-        if show and message not in self._reported:
-            self._reported.add(message)
+        key = message if key is None else key
+        if show and key not in self._reported:
+            self._reported[key] = None
+            if len(self._reported) > MAX_REPORTED:
+                self._reported.popitem(last=False)
             self.window_show_message(
                 types.ShowMessageParams(type=types.MessageType.Warning, message=f"waferline: {message}")
             )
@@ -165,7 +172,7 @@ class WaferlineServer(LanguageServer):
         return doc
 
     def change_document(self, params: types.DidChangeTextDocumentParams) -> None:
-        """Apply each content change in order; a change that cannot apply is refused and the text kept as it was."""
+        """Apply each content change in order (`_apply_changes`: what happens when one cannot apply)."""
         doc = self.documents.get(params.text_document.uri)
         if doc is None:
             self.report(f"didChange for {params.text_document.uri}, which was never opened (ignored)")
@@ -176,22 +183,28 @@ class WaferlineServer(LanguageServer):
         self.warmups.edited(doc)
 
     def _apply_changes(self, doc: Document, params: types.DidChangeTextDocumentParams) -> None:
-        """All of the changes, or none: a change that cannot apply leaves the text and version as they were."""
-        before, cursor = doc.text.checkpoint(), doc.cursor
+        """Each change in order, on the text the previous one left (LSP). The one rule for a change that cannot apply
+        (docs/reliability.md, "Text sync"): the server's text is then known to differ from the client's, so the
+        document is out of sync: that change and every later ranged change are dropped (the server does not guess)
+        until a whole-text change sets the text again, in this notification or a later one; nothing is completed
+        against the text meanwhile. The version becomes the notification's in every case, also for no changes."""
         edits: list[TextChange | str] = []  # for the syntax tree, once every change has applied
         edited_line = None
+        version = params.text_document.version
         for change in params.content_changes:
             self.stats.keystrokes += 1
             if isinstance(change, types.TextDocumentContentChangePartial):
+                if doc.out_of_sync is not None:
+                    self.stats.changes_dropped += 1  # against a text the server does not have: cannot apply
+                    continue
                 r = change.range
                 rng = ((r.start.line, r.start.character), (r.end.line, r.end.character))
                 try:
                     applied = doc.text.apply_change(rng, change.text)
                 except PositionError as e:
-                    doc.text.rollback(before)
-                    doc.cursor = cursor
-                    self.report(f"refused an edit of {doc.uri}: {e}; the document may now differ from the editor's")
-                    return
+                    self.stats.changes_dropped += 1
+                    self._lose_sync(doc, version, str(e))
+                    continue
                 edits.append(applied)
                 edited_line = r.start.line
                 doc.cursor = applied.new_end  # where typing leaves the cursor: the end of what was inserted
@@ -199,6 +212,10 @@ class WaferlineServer(LanguageServer):
                 doc.text.apply_change(None, change.text)
                 edits.append(change.text)
                 doc.cursor = None if doc.cursor is None else min(doc.cursor, len(change.text))
+                if doc.out_of_sync is not None:
+                    log.info("%s is in sync again: the whole text came with version %s", doc.uri, version)
+                    doc.out_of_sync = None
+                    self.stats.resyncs += 1
         if edited_line is not None:
             doc.edited_line, doc.edited_at = edited_line, time.monotonic()
         for edit in edits:
@@ -207,7 +224,17 @@ class WaferlineServer(LanguageServer):
             else:
                 doc.syntax.apply(readable_change(edit))
         # The version is the document's after the changes, even when there are none (LSP's VersionedTextDocument).
-        doc.text.version = params.text_document.version
+        doc.text.version = version
+
+    def _lose_sync(self, doc: Document, version: int, reason: str) -> None:
+        """A change of `doc` could not apply: its text is no longer the client's (logged; the user told once)."""
+        doc.out_of_sync = f"a change of version {version} could not apply: {reason}"
+        self.stats.desyncs += 1
+        self.report(
+            f"{doc.uri} is out of sync with the editor ({doc.out_of_sync}); no completions there until the editor "
+            "sends the whole text again (reopen the file)",
+            key=f"out of sync: {doc.uri}",
+        )
 
     def close_document(self, uri: str) -> None:
         """Drop every copy of the document's text the server holds; after a large one, give the memory back."""
@@ -236,6 +263,7 @@ class WaferlineServer(LanguageServer):
             "uri": doc.uri, "version": doc.text.version, "languageId": doc.language_id, "encoding": doc.text.encoding,
             "length": len(text), "lines": doc.text.line_count, "plainText": doc.syntax.plain_reason,
             "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+            "inSync": doc.out_of_sync is None, "syncProblem": doc.out_of_sync,
         }  # fmt: skip
         if include_text:
             state["text"] = text

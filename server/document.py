@@ -3,7 +3,8 @@
 `Document` is the server's state for an open document (server/app.py holds them all): its text, the only copy (a
 `DocumentText`), its syntax tree (edited with every change, parsed when read) and where it was last edited.
 `DocumentSnapshot` is what a feature reads: the text and version at the moment its request arrived, taken once per
-request, so that the document can move on while the model runs.
+request, so that the document can move on while the model runs; `DocumentSnapshot.current` says whether an answer
+computed on it still fits the document (no edit since, and the server's text still the client's).
 
 The text is kept exactly as the client sent it, for position arithmetic and `waferline/document`; what every other
 consumer reads (the tokenizer, tree-sitter, the repository index, other documents' prompts) is `readable_text`, the
@@ -45,6 +46,12 @@ class DocumentSnapshot:
     # The document's tree, which follows the document: read it before the first await (plan_completion does), or
     # check that its `source` is this text (code actions do).
     syntax: SyntaxTree
+    revision: int = 0  # the text's `TextDocument.revision`: it differs from the document's once any edit applied
+
+    def current(self, doc: Document) -> bool:
+        """Whether `doc` still holds this snapshot's text and still agrees with the client (see `Document.out_of_sync`):
+        an answer computed on the snapshot may be shown only then."""
+        return doc.text.revision == self.revision and doc.out_of_sync is None
 
     @property
     def session_id(self) -> str:
@@ -63,6 +70,10 @@ class Document:
     # Where the user was last seen, a `str` offset (the end of the last edit, a request's position, the client's
     # `waferline/didFocus`): where a warm-up prefills the next request's prompt (features/warm.py). None: unknown.
     cursor: int | None = None
+    # Why the server's text is known to differ from the client's (a change that could not apply, docs/reliability.md,
+    # "Text sync"), or None while they agree. Nothing is completed against such a text; a whole-text change or a
+    # didOpen makes them agree again.
+    out_of_sync: str | None = None
     _readable: tuple[str, str] = ("", "")  # (text, its readable form): computed once per change, when first read
 
     @classmethod
@@ -80,5 +91,11 @@ class Document:
 
     def snapshot(self) -> DocumentSnapshot:
         return DocumentSnapshot(
-            self.uri, self.language_id, self.readable_text, self.text.version, self.text.encoding, self.syntax
+            self.uri,
+            self.language_id,
+            self.readable_text,
+            self.text.version,
+            self.text.encoding,
+            self.syntax,
+            self.text.revision,
         )

@@ -1,6 +1,9 @@
 """What a JSON value from the client is, by JSON-RPC 2.0's and LSP's rules, decided before pygls structures it.
 
-`check` refuses what is not a JSON-RPC 2.0 message at all; `method_refusal` refuses a well-formed message that LSP
+A JSON array is a batch (JSON-RPC 2.0, section 6): each of its values is handled as a message of its own, and the
+answers to its requests go back together as one array once the last is ready (`Batch` collects them); an empty
+array is one InvalidRequest, and a batch of notifications only gets nothing. `check` refuses what is not a JSON-RPC
+2.0 message at all; `method_refusal` refuses a well-formed message that LSP
 does not allow (a notification method sent with an id, a request method without one, a method the server does not
 serve, a malformed `$/cancelRequest`). Each refusal carries the error the specs give it and whether it may be
 answered: a request is answered (with id null when its id cannot be read, as JSON-RPC asks), a notification or a
@@ -40,9 +43,10 @@ def is_response(message: dict[str, Any]) -> bool:
 
 
 def check(value: Any) -> Refusal | None:
-    """The refusal JSON-RPC 2.0 prescribes for a value that is not a request, notification or response; else None."""
-    if isinstance(value, list):
-        return Refusal(INVALID_REQUEST, "batches (JSON arrays) are not part of LSP: send one message per frame")
+    """The refusal JSON-RPC 2.0 prescribes for a value (not a batch) that is not a request, notification or response;
+    else None."""
+    if isinstance(value, list):  # a batch inside a batch: its values are not messages
+        return Refusal(INVALID_REQUEST, "a batch holds messages (JSON objects), not another batch")
     if not isinstance(value, dict):
         return Refusal(INVALID_REQUEST, f"a message is a JSON object, not {type(value).__name__}")
     response = is_response(value)
@@ -91,3 +95,37 @@ def method_refusal(message: dict[str, Any], *, served: bool) -> Refusal | None:
     if not served:
         return Refusal(METHOD_NOT_FOUND, f"{method} is not a notification this server takes", answer=False)
     return None
+
+
+class Batch:
+    """The answers to one batch, sent as one array when every request in it is answered.
+
+    While the batch is read (`reading`), every answer the server makes is one of its own (refusals with id null
+    among them); after that, the answers to the ids it expects. Nothing is sent for a batch of notifications only.
+    """
+
+    def __init__(self) -> None:
+        self.answers: list[Any] = []
+        self.expected: dict[Any, int] = {}  # request id -> answers still owed (a client may repeat an id)
+        self.reading = True
+
+    def expect(self, value: Any) -> Any:
+        """Note a value of the batch; its id when it is a request whose answer the batch waits for, else None."""
+        if isinstance(value, dict) and "method" in value and valid_id(value.get("id")):
+            self.expected[value["id"]] = self.expected.get(value["id"], 0) + 1
+            return value["id"]
+        return None
+
+    def owes(self, msg_id: Any) -> bool:
+        return self.reading or msg_id in self.expected
+
+    def add(self, msg_id: Any, answer: Any) -> None:
+        self.answers.append(answer)
+        if (left := self.expected.get(msg_id)) is not None:
+            if left > 1:
+                self.expected[msg_id] = left - 1
+            else:
+                del self.expected[msg_id]
+
+    def complete(self) -> bool:
+        return not self.reading and not self.expected

@@ -40,7 +40,7 @@ from pygls.protocol import (
 )
 
 from waferline.server import envelope
-from waferline.server.envelope import INVALID_REQUEST, Refusal
+from waferline.server.envelope import INVALID_REQUEST, Batch, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,11 @@ class WaferlineProtocol(LanguageServerProtocol):
     """pygls' protocol with our documents as the only copy of the text, and every message checked on the way in."""
 
     _initialize_seen = False  # an `initialize` request has been taken: before it, other messages are refused
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._batches: dict[Any, Batch] = {}  # request id -> the batch its answer goes back in
+        self._reading: Batch | None = None  # the batch whose values are being handled now
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> Generator[Any, Any, None]:
@@ -81,7 +86,35 @@ class WaferlineProtocol(LanguageServerProtocol):
 
     # -- in: every message from the transport ---------------------------------------------------------------------
     def receive(self, value: Any) -> None:
-        """Handle one message, as JSON decoded it (server/framing.py)."""
+        """Handle one message, or a batch of them (a JSON array), as JSON decoded it (server/framing.py)."""
+        if isinstance(value, list):
+            self._receive_batch(value)
+        else:
+            self._receive_message(value)
+
+    def _receive_batch(self, values: list[Any]) -> None:
+        """JSON-RPC 2.0's batch: each value handled as a message, the answers to its requests sent as one array when
+        the last is ready (nothing when it holds only notifications); an empty batch is one InvalidRequest."""
+        if not values:
+            self._refuse(Refusal(INVALID_REQUEST, "an empty batch: a batch holds at least one message"), values)
+            return
+        batch = Batch()
+        self._reading = batch
+        try:
+            for value in values:
+                if (msg_id := batch.expect(value)) is not None:
+                    self._batches[msg_id] = batch
+                self._receive_message(value)
+        finally:
+            self._reading = None
+            batch.reading = False
+        self._send_batch_if_complete(batch)
+
+    def _send_batch_if_complete(self, batch: Batch) -> None:
+        if batch.complete() and batch.answers:
+            self._send_data(batch.answers)
+
+    def _receive_message(self, value: Any) -> None:
         refusal = envelope.check(value)
         if refusal is None and envelope.is_response(value):
             self._receive_response(value)
@@ -268,10 +301,22 @@ class WaferlineProtocol(LanguageServerProtocol):
         if error is not None and getattr(error, "data", None) is not None and error.code == JsonRpcInternalError.CODE:
             log.error("internal error answering %r: %s\n%s", msg_id, error.message, "".join(_traceback_of(error)))
             error = attrs.evolve(error, data=None)
+        batch = self._reading or self._batches.get(msg_id)
+        if batch is not None and batch.owes(msg_id):  # an answer that goes back in its batch's array
+            if self._batches.get(msg_id) is batch and batch.expected.get(msg_id) == 1:
+                del self._batches[msg_id]
+            batch.add(msg_id, self._response(msg_id, result, error))
+            self._send_batch_if_complete(batch)
+            return
         if msg_id is None and error is not None:  # lsprotocol drops a None id; JSON-RPC wants "id": null
-            self._send_data({"jsonrpc": "2.0", "id": None, "error": self._converter.unstructure(error)})
+            self._send_data(self._response(msg_id, result, error))
             return
         super()._send_response(msg_id, result=result, error=error)
+
+    def _response(self, msg_id: Any, result: Any, error: Any) -> Any:
+        if error is not None:
+            return {"jsonrpc": "2.0", "id": msg_id, "error": self._converter.unstructure(error)}
+        return JsonRPCResponseMessage(id=msg_id, result=result, jsonrpc="2.0")
 
 
 def _traceback_of(error: Any) -> list[str]:

@@ -4,7 +4,7 @@ An editor sends a didChange and a completion request for every key and never wai
 requests queue up inside the server (behind the event loop, the repository lookups' threads, the engine). Only the
 newest request of a document can still be shown; every older one is stale the moment a newer change or request for
 its document arrives. `Tickets` gives each request a ticket when it arrives; `Ticket.stale()` is True once a newer
-request for the same document has arrived, the document's text moved past the request's version, or the document
+request for the same document has arrived, the document's text changed since it arrived, or the document
 was closed. Features check it after every await, before parsing, planning, looking up the repository or queueing
 engine work, and answer a stale request empty at once: its work is free before it is done, not superseded after it
 waited in every queue (the engine's own superseding, engine/jobs.py, remains the last line).
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 class Ticket:
     tickets: Tickets
     doc: Document
-    version: int
+    revision: int  # the document's text when the request arrived (TextDocument.revision: versions may repeat)
     number: int
 
     def stale(self) -> bool:
         """A newer request or change for the document arrived, or the document was closed (or opened again)."""
-        return self.superseded() or self.doc.text.version != self.version
+        return self.superseded() or self.doc.text.revision != self.revision
 
     def superseded(self) -> bool:
         """A newer request for the document arrived, or the document was closed (or opened again): nothing this
@@ -56,7 +56,7 @@ class Tickets:
         self._issued += 1
         self.latest[doc.uri] = self._issued
         self.issued_at[doc.uri] = time.monotonic()
-        return Ticket(self, doc, doc.text.version, self._issued)
+        return Ticket(self, doc, doc.text.revision, self._issued)
 
     def done(self, ticket: Ticket) -> None:
         """The request was answered: nothing newer is waiting for this document unless a later ticket was issued."""

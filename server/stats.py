@@ -10,10 +10,12 @@ the client side (keystroke sent -> response received).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-# Older latencies are dropped past this many, so a server that runs for days keeps a bounded list.
+# Older latencies are dropped past this many, so a server that runs for days keeps a bounded list: the latencies and
+# each of the 7 phases, at most 8 x 10,000 floats (~2.6 MB with the deque's blocks; docs/reliability.md, "Memory").
 MAX_LATENCIES = 10_000
 
 
@@ -42,6 +44,12 @@ class Stats:
     held_through: int = 0  # requests answered empty at once: the user typed the start of a held-back suggestion
     copied: int = 0  # suggestions the engine took from the server's prompt-lookup candidates
     errors: int = 0  # requests answered with an error (bad input)
+    # Text sync (server/app.py `_apply_changes`, docs/reliability.md "Text sync"): a change that could not apply puts
+    # its document out of sync until a whole-text change; completions there are answered empty meanwhile.
+    desyncs: int = 0  # documents that went out of sync
+    resyncs: int = 0  # documents back in sync (a whole-text change)
+    changes_dropped: int = 0  # content changes not applied: the one that could not, and ranged ones after it
+    out_of_sync_answers: int = 0  # completion requests answered empty because their document was out of sync
     generations: int = 0  # model runs that finished (not superseded)
     # Speculative decoding (engine/speculate.py): model steps taken, draft tokens proposed and accepted by them.
     decode_steps: int = 0
@@ -69,9 +77,9 @@ class Stats:
     new_tokens_total: int = 0
     decode_s_total: float = 0.0
     prefill_s_total: float = 0.0
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_LATENCIES))
     # where the milliseconds of a model answer go: did_change, plan, context, queue, prefill, decode, finish
-    phases_ms: dict[str, list[float]] = field(default_factory=dict)
+    phases_ms: dict[str, deque[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, name: str, n: int = 1) -> None:
@@ -90,16 +98,11 @@ class Stats:
     def add_latency(self, ms: float) -> None:
         with self._lock:
             self.latencies_ms.append(ms)
-            if len(self.latencies_ms) > MAX_LATENCIES:
-                del self.latencies_ms[: len(self.latencies_ms) - MAX_LATENCIES]
 
     def add_phases(self, timings: dict[str, float]) -> None:
         with self._lock:
             for name, ms in timings.items():
-                values = self.phases_ms.setdefault(name, [])
-                values.append(ms)
-                if len(values) > MAX_LATENCIES:
-                    del values[: len(values) - MAX_LATENCIES]
+                self.phases_ms.setdefault(name, deque(maxlen=MAX_LATENCIES)).append(ms)
 
     def add_generation(
         self, *, prompt_tokens: int, prefilled_tokens: int, new_tokens: int, prefill_s: float, decode_s: float,
@@ -129,7 +132,8 @@ class Stats:
                 k: getattr(self, k)
                 for k in (
                     "keystrokes", "requests", "answered", "empty", "cancelled", "cache_answers", "accepted",
-                    "precomputed", "held_back", "held_through", "copied", "errors", "generations",
+                    "precomputed", "held_back", "held_through", "copied", "errors", "desyncs", "resyncs",
+                    "changes_dropped", "out_of_sync_answers", "generations",
                     "prompt_tokens_total", "prefilled_tokens_total", "new_tokens_total", "fallback_answers",
                     "chat_generations", "decode_steps", "drafted_tokens", "accepted_tokens",
                     "shed_before_plan", "shed_before_engine", "context_skipped", "context_kept", "precompute_yielded",

@@ -100,6 +100,9 @@ class DocumentText:
         self.language_id = language_id
         self.text = text
         self._line_starts = [0] + [m.end() for m in _EOL.finditer(text)]
+        # Counts the edits applied: unlike `version` (the client's number, which may repeat or go back) it moves with
+        # every change of the text, so "the text changed since" is one comparison.
+        self.revision = 0
 
     # -- lines -------------------------------------------------------------------------------------------------------
 
@@ -158,13 +161,6 @@ class DocumentText:
         offset = min(offset, self.line_end(line))
         return line, units_len(self.text[start:offset], self.encoding)
 
-    def checkpoint(self) -> tuple[str, list[int], int]:
-        """The state `rollback` returns to: a `didChange` with a change that cannot apply is refused whole."""
-        return self.text, self._line_starts, self.version
-
-    def rollback(self, checkpoint: tuple[str, list[int], int]) -> None:
-        self.text, self._line_starts, self.version = checkpoint
-
     def byte_offset(self, offset: int) -> int:
         """UTF-8 byte offset of a `str` offset (what tree-sitter counts)."""
         return utf8_len(self.text[:offset])
@@ -193,6 +189,7 @@ class DocumentText:
         self.text = old[:start] + new_text + old[old_end:]
         new_end = start + len(new_text)
         self._splice_line_starts(start, old_end, new_end)
+        self.revision += 1
         if version is not None:
             self.version = version
         return TextChange(start, old_end, new_end, start_byte, old_end_byte, start_byte + utf8_len(new_text), new_text)

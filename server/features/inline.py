@@ -103,6 +103,10 @@ class InlineCompletions:
         user typed on while the model ran (the answer is cached for the next request)."""
         t0 = time.perf_counter()
         self.stats.requests += 1
+        if doc.out_of_sync is not None:  # its text is known to be wrong: nothing computed on it may be shown
+            self.stats.out_of_sync_answers += 1
+            self.stats.empty += 1
+            return None
         ticket = self.tickets.issue(doc)
         timings: dict[str, float] = {}
         try:
@@ -128,8 +132,9 @@ class InlineCompletions:
         self.stats.add_latency((time.perf_counter() - t0) * 1000.0)
         if s is not None and s.source == "model":
             self.stats.add_phases(timings)
-        if s is not None and doc.text.version != snapshot.version:
-            s = None  # typed on while the model ran: the answer is cached for the next request, not shown here
+        if s is not None and not snapshot.current(doc):
+            s = None  # typed on while the model ran (the answer is cached for the next request), or the document
+            # went out of sync: not shown here
         if s is None:
             self.stats.empty += 1
             return None

@@ -154,7 +154,7 @@ class WarmUps:
         if not self.worker.can_warm() or not await self._until_idle():
             return
         options = self.options()
-        if not options.warm_up or self.documents.get(doc.uri) is not doc or doc.cursor is None:
+        if not options.warm_up or self.documents.get(doc.uri) is not doc or doc.cursor is None or doc.out_of_sync:
             return
         snapshot = doc.snapshot()
         if skip_reason(snapshot.text, options) is not None:
@@ -162,7 +162,7 @@ class WarmUps:
         offset = min(doc.cursor, len(snapshot.text))
         context = self.inline.context_for(snapshot)
         built = await self.inline.request_at(snapshot, offset, options, context=context, warming=True)
-        if built is None or doc.text.version != snapshot.version:
+        if built is None or not snapshot.current(doc):
             return  # nothing a request would send, or the document moved on while this was planned
         engine = self.worker.engines_loaded
         done = await self.worker.warm(built[1])

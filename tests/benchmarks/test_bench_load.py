@@ -12,7 +12,8 @@ from waferline.cli.main import main
 FIELDS = (
     "offered_rps", "absorbed_rps", "answered_fraction", "nonempty", "nonempty_latency_ms_p50", "burst_last_answered",
     "burst_last_latency_ms_p50", "drain_s", "last_answered", "last_nonempty", "client_backlog_max_bytes",
-    "rss_mb_start", "rss_mb_middle", "rss_mb_end", "rss_growth_mb", "server_cpu_s",
+    "rss_mb_start", "rss_mb_middle", "rss_mb_end", "rss_growth_mb", "server_cpu_s", "rss_mb_peak",
+    "rss_mb_after_close", "rss_growth_from_open_mb",
 )  # fmt: skip
 
 

@@ -66,7 +66,7 @@ class RawServer:
     def answers_until(self, msg_id: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
         """Every response up to and including the one to `msg_id`."""
         got = []
-        while not got or got[-1].get("id") != msg_id:
+        while not got or not isinstance(got[-1], dict) or got[-1].get("id") != msg_id:  # a batch's answer: a list
             got.append(self.answer(timeout))
         return got
 

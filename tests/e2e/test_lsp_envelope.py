@@ -28,7 +28,9 @@ def test_the_end_of_input_without_shutdown_is_code_1() -> None:
 def test_a_hostile_session_gets_one_answer_per_request_and_a_quiet_log() -> None:
     """Every kind of envelope and lifecycle mistake, with good requests between them, in one burst."""
     mistakes: list[bytes] = [
-        frame([request("batch-1"), request("batch-2")]),
+        frame([request("batch-1"), request("batch-2"), {"jsonrpc": "2.0", "method": "no/such"}, 5]),
+        frame([]),
+        frame({**request(None), "id": 1.5}),
         frame({"id": "no-jsonrpc", "method": "waferline/stats"}),
         frame({**request("v1"), "jsonrpc": "1.0"}),
         frame({**request(None), "id": {"object": 1}}),
@@ -57,9 +59,12 @@ def test_a_hostile_session_gets_one_answer_per_request_and_a_quiet_log() -> None
             expected[f"good-{i}"] = None
         server.write(data)
         assert server.finish()[1] == 0
-    answers = [m for m in server.sent if "method" not in m]
+    arrays = [m for m in server.sent if isinstance(m, list)]
+    assert [sorted(json.dumps(a["id"]) for a in array) for array in arrays] == [['"batch-1"', '"batch-2"', "null"]]
+    answers = [a for m in server.sent for a in (m if isinstance(m, list) else [m]) if "method" not in a]
+    expected.update({"batch-1": None, "batch-2": None})
     counts = Counter(json.dumps(a["id"]) for a in answers)
-    assert counts.pop("null") == 3, "the batch and the two unreadable ids are answered with id null"
+    assert counts.pop("null") == 5, "the batch's 5, the empty batch and the three unreadable ids: id null"
     assert counts.pop('"init"') == counts.pop('"bye"') == 1
     assert counts == Counter(json.dumps(k) for k in expected), "exactly one answer per request id, none for others"
     by_id = {a["id"]: a for a in answers}
@@ -68,4 +73,5 @@ def test_a_hostile_session_gets_one_answer_per_request_and_a_quiet_log() -> None
     wire = json.dumps(server.sent)
     assert "Traceback" not in wire and 'File \\"' not in wire
     assert "Traceback" not in server.stderr and " ERROR " not in server.stderr, server.stderr[-3000:]
-    assert not [m for m in server.sent if m.get("method") == "window/showMessage"], "no popup for a client mistake"
+    popups = [m for m in server.sent if isinstance(m, dict) and m.get("method") == "window/showMessage"]
+    assert not popups, "no popup for a client mistake"

@@ -92,8 +92,9 @@ STATS = {"jsonrpc": "2.0", "id": 3, "method": "waferline/stats", "params": {}}
 @pytest.mark.parametrize(
     ("msg", "expected"),
     [
-        ([STATS, STATS], (None, INVALID_REQUEST)),  # a batch: one error, id null
-        ([], (None, INVALID_REQUEST)),
+        ([], (None, INVALID_REQUEST)),  # an empty batch: one error, not an array
+        ({**STATS, "id": 1.5}, (None, INVALID_REQUEST)),  # LSP's ids are integers or strings: a float is not one
+        ({**STATS, "id": 3.0}, (None, INVALID_REQUEST)),
         ("a string", (None, INVALID_REQUEST)),
         ({k: v for k, v in STATS.items() if k != "jsonrpc"}, (3, INVALID_REQUEST)),  # no jsonrpc: with its id
         ({**STATS, "jsonrpc": "1.0"}, (3, INVALID_REQUEST)),
@@ -119,6 +120,57 @@ def test_what_is_not_a_good_message_gets_the_specs_error_or_nothing(ready: Sessi
     answers = ready.send(msg)
     assert (error(answers) if expected else answers) == (expected or [])
     assert "result" in ready.send(STATS)[0], "still serving"
+
+
+def test_a_batch_is_answered_with_an_array_of_its_answers(ready: Session) -> None:
+    """JSON-RPC 2.0, section 6 and its examples: one answer per request, in an array; an invalid value is an
+    InvalidRequest with id null in the array; notifications get nothing, a batch of only notifications no array."""
+    item = {"uri": URI, "languageId": "python", "version": 1, "text": "x = 1\n"}
+    batch = [
+        {**STATS, "id": "a"},
+        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}},
+        1,
+        {"foo": "boo"},
+        {**STATS, "id": 1.5},
+        {"jsonrpc": "2.0", "id": "b", "method": "waferline/document", "params": {"uri": URI}},
+        {"jsonrpc": "2.0", "id": "c", "method": "no/such"},
+        [STATS],
+    ]
+    (answers,) = ready.send(batch)
+    assert isinstance(answers, list), answers
+    by_id: dict[Any, list[Any]] = {}
+    for answer in answers:
+        by_id.setdefault(answer["id"], []).append(answer.get("error", {}).get("code", "result"))
+    assert by_id == {
+        "a": ["result"],
+        "b": ["result"],  # the didOpen before it in the batch was applied first
+        "c": [METHOD_NOT_FOUND],
+        None: [INVALID_REQUEST] * 4,  # 1, {"foo": "boo"}, the float id, the nested array
+    }
+    assert ready.send([{"jsonrpc": "2.0", "method": "no/such"}, {"jsonrpc": "2.0", "method": "$/x"}]) == []
+
+
+@pytest.mark.asyncio
+async def test_a_batch_waits_for_its_slowest_request() -> None:
+    """The answers go back together, once the asynchronous one (a hover, answered after awaits) is ready too."""
+    s = Session()
+    try:
+        assert "result" in s.send(INIT)[0]
+        s.open("def f():\n    return f\n")
+        hover = {"jsonrpc": "2.0", "id": "slow", "method": "textDocument/hover",
+                 "params": {"textDocument": {"uri": URI}, "position": {"line": 1, "character": 11}}}  # fmt: skip
+        assert s.send([hover, {**STATS, "id": "fast"}]) == []  # nothing yet: the hover is running
+        written: list[Any] = []
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if written := [m for m in s.out.take() if "method" not in m]:
+                break
+        (answers,) = written
+        assert sorted(a["id"] for a in answers) == ["fast", "slow"] and all("result" in a for a in answers)
+        assert error(s.request("after", "textDocument/hover", {"x": 1})) == ("after", INVALID_PARAMS), "not batched"
+        assert s.server.protocol._batches == {}
+    finally:
+        s.server.shutdown_engine()
 
 
 def test_a_notification_sent_with_an_id_is_refused_once_and_not_applied(ready: Session) -> None:

@@ -224,7 +224,7 @@ def test_no_warm_up_when_switched_off_or_the_engine_keeps_no_cache(case: str) ->
         await asyncio.sleep(warm.OPEN_GRACE_S + 0.2)
 
     s.run(main)
-    assert s.engine.warmed == [] and (s.stats.warmups, s.stats.warmups_cancelled) == (0, 0)
+    assert not s.engine.warmed and (s.stats.warmups, s.stats.warmups_cancelled) == (0, 0)
 
 
 def edit(doc: Document, ch: str) -> None:

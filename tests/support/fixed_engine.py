@@ -5,12 +5,14 @@ model in what the protocol can observe: it runs on the engine thread, honours th
 cancellation between tokens (sleeping `token_delay_s` per token so tests can supersede it), and counts prompt
 characters as tokens with longest-common-prefix reuse per session, as a KV cache would. It is a completion-only
 model: `chat` raises ChatUnsupported. `warm` records the prompt as a cache would (the next request reuses it), and
-every warm-up's request is kept in `warmed`, for tests to check what the server warmed.
+the last warm-ups' requests are kept in `warmed` (and the last complete()s' in `requests`), for tests to check what
+the server sent.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from waferline.engine.api import (
     ENGINE_LANE,
@@ -22,14 +24,18 @@ from waferline.engine.api import (
     ShouldCancel,
 )
 
+KEPT = 64
+
 
 class FixedEngine:
     def __init__(self, text: str, token_delay_s: float = 0.0) -> None:
         self.text = text
         self.token_delay_s = token_delay_s
         self._prompts: dict[str, str] = {}
-        self.warmed: list[EditRequest] = []
-        self.requests: list[EditRequest] = []  # every complete()'s request, in order
+        # the last warm-ups' and complete()s' requests, in order: only the last few, so that a long run of the double
+        # (`waferline bench-load --fixed`) measures the server's memory, not this record's
+        self.warmed: deque[EditRequest] = deque(maxlen=KEPT)
+        self.requests: deque[EditRequest] = deque(maxlen=KEPT)
 
     def describe(self) -> EngineInfo:
         return EngineInfo(description=f"test double (fixed completion {self.text!r})", can_chat=False, can_warm=True)

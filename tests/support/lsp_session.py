@@ -81,7 +81,9 @@ def run_session(client: RawClient, session: Session, *, timeout: float = 30.0) -
         message = _with_id(_concrete(step.message, prefix), msg_id)
         if step.cancels is not None:
             message["params"]["id"] = f"{prefix}-{step.cancels}"
-        if step.expect is not None:
+        if isinstance(message, list):  # a batch: each request in it is answered (in one array), by its own id
+            ids.update({m["id"]: Step(m, "result", "batch") for m in message if isinstance(m, dict) and "id" in m})
+        elif step.expect is not None:
             ids[msg_id] = step
         if isinstance(message, dict) and set(message) == {"raw"}:
             client.send_bytes(message["raw"].encode("utf-8"))
@@ -169,7 +171,8 @@ def _check_responses(
     problems = []
     counts: dict[str, int] = {}
     own = {*ids, f"{prefix}-end"} | {f"{prefix}-doc{k}" for k in range(len(session.docs) + 8)}
-    for m in client.received[start:]:
+    received = [m for ms in client.received[start:] for m in (ms if isinstance(ms, list) else [ms])]  # batches
+    for m in received:
         text = json.dumps(m, ensure_ascii=False)
         if (leak := leaked(m)) is not None:
             problems.append(f"internals ({leak!r}) in a message: {text[:300]}")

@@ -258,7 +258,7 @@ def _draw_step(draw: Any, s: Session, enabled: frozenset[str]) -> None:
 
 
 def _copy(doc: ShadowDocument | None) -> ShadowDocument | None:
-    return ShadowDocument(doc.uri, doc.text, doc.version, doc.encoding) if doc is not None else None
+    return ShadowDocument(doc.uri, doc.text, doc.version, doc.encoding, doc.in_sync) if doc is not None else None
 
 
 def _action_data(draw: Any, td: dict[str, Any], doc: ShadowDocument | None) -> Any:
@@ -279,7 +279,7 @@ def _envelope_steps(draw: Any, kind: str, td: dict[str, Any]) -> list[Step]:
     """Messages only the JSON-RPC envelope and framing layer can answer well (issue #13, part A)."""
     stats = {"jsonrpc": "2.0", "id": None, "method": "waferline/stats", "params": {}}
     if kind == "batch":
-        return [Step([stats, {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 1}}], "optional", kind)]
+        return [Step([stats, {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 1}}], None, kind)]
     if kind == "no_jsonrpc":
         return [Step({k: v for k, v in stats.items() if k != "jsonrpc"} | draw(st.sampled_from([{}, {"jsonrpc":
                      "1.0"}])), "optional", kind)]  # fmt: skip

@@ -5,7 +5,8 @@
     client.send_bytes(b"...")                # or a frame, or garbage, exactly as given
     client.wait_for_ids({1, 2}, timeout=20)  # until each id has its response(s), or the timeout
 
-Every frame the server writes is kept in order (`received`), stderr line by line (`stderr`). Requests from the
+Every frame the server writes is kept in order (`received`; a batch's answers as the one array they came in, which
+`responses` and `wait_for_ids` read each on its own), stderr line by line (`stderr`). Requests from the
 server (`workspace/configuration`, `workspace/applyEdit`, `window/workDoneProgress/create`) are answered at once,
 as an editor would, so that no handler waits on the client. Everything written is kept in `sent` as JSON lines,
 which tests/support/replay_lsp.py sends again.
@@ -26,6 +27,11 @@ ANSWERS: dict[str, Any] = {  # what this client answers to the server's own requ
     "window/workDoneProgress/create": None,
     "client/registerCapability": None,
 }
+
+
+def _flat(messages: list[Any]) -> list[Any]:
+    """The messages, with the answers in a batch's array (JSON-RPC 2.0) each on its own."""
+    return [m for ms in messages for m in (ms if isinstance(ms, list) else [ms])]
 
 
 def frame(body: bytes) -> bytes:
@@ -122,7 +128,7 @@ class RawClient:
     def responses(self, start: int = 0) -> list[dict[str, Any]]:
         """Responses (not the server's requests or notifications) among the messages from index `start` on."""
         with self._lock:
-            return [m for m in self.received[start:] if isinstance(m, dict) and "method" not in m]
+            return [m for m in _flat(self.received[start:]) if isinstance(m, dict) and "method" not in m]
 
     def wait_for_ids(self, ids: Iterable[Any], *, start: int = 0, timeout: float = 30.0) -> bool:
         """Wait until every id has a response (among messages from `start` on); False at the timeout or when the
@@ -132,7 +138,9 @@ class RawClient:
         with self._lock:
             while True:
                 got = {
-                    json.dumps(m.get("id")) for m in self.received[start:] if isinstance(m, dict) and "method" not in m
+                    json.dumps(m.get("id"))
+                    for m in _flat(self.received[start:])
+                    if isinstance(m, dict) and "method" not in m
                 }
                 if wanted <= got:
                     return True

@@ -4,7 +4,10 @@ Written apart from the server's syntax/text.py on purpose (a second reading of t
 "\\r\\n", "\\r" or "\\n"; a character past a line's end is the line's end; a position inside a character of several
 code units snaps to the character's start; `(line_count, 0)` is the end of the document; a range whose start is
 not in the document, whose end is negative or before its start is refused; an end past the last line is the end
-of the document. A `didChange` with a change that is refused is refused whole: text and version stay as they were.
+of the document. The changes of a `didChange` apply in order, each to the text the one before left; a change that is
+refused puts the document out of sync: it and every later ranged change are skipped until a whole-text change (in
+the same notification or a later one) sets the text and brings it back in sync; the version is the notification's
+in every case.
 A lone surrogate (one Python code point) is one UTF-16 unit, three UTF-8 bytes, one UTF-32 unit.
 """
 
@@ -47,6 +50,7 @@ class ShadowDocument:
     text: str
     version: int
     encoding: str = "utf-16"
+    in_sync: bool = True  # False once a change was refused, until a whole-text change
 
     def lines(self) -> list[tuple[int, int]]:
         """(start, end) offsets of each line without its line break."""
@@ -94,20 +98,23 @@ class ShadowDocument:
         return start, end
 
     def apply(self, changes: list[dict[str, Any]], version: int) -> bool:
-        """Apply one didChange's changes (all or none); False when the server refuses them."""
-        text = self.text
-        try:
-            for change in changes:
-                new = as_sent(change["text"])
-                if "range" in change:
-                    s, e = ShadowDocument(self.uri, text, 0, self.encoding).range_offsets(change["range"])
-                    text = text[:s] + new + text[e:]
-                else:
-                    text = new
-        except Refused:
-            return False
-        self.text, self.version = text, version
-        return True
+        """Apply one didChange's changes by the rule above; False when one of them is refused."""
+        refused = False
+        for change in changes:
+            new = as_sent(change["text"])
+            if "range" not in change:
+                self.text, self.in_sync = new, True
+                continue
+            if not self.in_sync:
+                continue
+            try:
+                s, e = self.range_offsets(change["range"])
+            except Refused:
+                refused, self.in_sync = True, False
+                continue
+            self.text = self.text[:s] + new + self.text[e:]
+        self.version = version
+        return not refused
 
     def inside(self, pos: Any) -> bool:
         """A position a shown range may use: on a line of the document, at most at its end."""
@@ -121,6 +128,7 @@ class ShadowDocument:
             "length": len(self.text),
             "lines": self.line_count,
             "sha256": sha256(self.text),
+            "inSync": self.in_sync,
         }
 
 
