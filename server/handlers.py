@@ -29,6 +29,10 @@ DOCUMENT_METHOD = "waferline/document"  # what the server holds for a document: 
 # The client's notification that the user is in a document at a position (active editor changed, buffer entered,
 # cursor placed): where a warm-up prefills the next suggestion's prompt (server/features/warm.py).
 FOCUS_METHOD = "waferline/didFocus"
+# The client's notification that the user kept text of an inline suggestion: {textDocument: {uri}, kind: "word" |
+# "line" | "full", text}, for each accept of the next word, the next line or the whole rest (docs/editors.md).
+ACCEPT_TEXT_METHOD = "waferline/didAcceptCompletionText"
+KEPT_KINDS = ("word", "line", "full")
 
 
 def suggestion_range(doc: Document, s: Suggestion, position: types.Position) -> types.Range:
@@ -211,6 +215,14 @@ def create_server(
         if not isinstance(uri, str):
             raise JsonRpcInvalidParams(f"{DOCUMENT_METHOD} expects {{'uri': string, 'includeText'?: bool}}")
         return ls.document_state(ls.document(uri), include_text=field(params, "includeText") is True)
+
+    @server.feature(ACCEPT_TEXT_METHOD)
+    def did_accept_text(ls: WaferlineServer, params: Any) -> None:
+        kind, text = field(params, "kind"), field(params, "text")
+        if kind not in KEPT_KINDS or not isinstance(text, str):
+            shape = f"{{textDocument: {{uri}}, kind: one of {', '.join(KEPT_KINDS)}, text}}"
+            raise JsonRpcInvalidParams(f"{ACCEPT_TEXT_METHOD} expects {shape}")
+        ls.stats.add_kept(kind, len(text))
 
     return server
 
