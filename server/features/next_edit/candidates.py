@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from waferline.server.features.next_edit.history import EditEvent, map_offset
 from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
+from waferline.server.features.next_edit.signature import call_site_edits, other_document_edits, signature_change
 from waferline.server.features.next_edit.source import Edit, Source
+from waferline.server.features.next_edit.substitution import substitution_edits
 
 if TYPE_CHECKING:
     from waferline.server.document import Document
@@ -30,7 +32,7 @@ class Candidate:
 
 
 def structural_candidates(
-    src: Source, language_id: str, start: int, end: int, event: EditEvent, later: list[EditEvent],
+    src: Source, uri: str, language_id: str, start: int, end: int, event: EditEvent, later: list[EditEvent],
     accepted: list[EditEvent], cursor: int, others: Mapping[str, Document],
 ) -> Iterator[Candidate]:  # fmt: skip
     """Candidates after the user's `event`, whose new text is now `[start, end)`; `later` are the events since,
@@ -45,3 +47,13 @@ def structural_candidates(
             at = src.offset(renamed.node.start_byte)
             for e in [e for e in edits if e.start > at] + [e for e in edits if e.start <= at]:
                 yield Candidate(e, "rename")
+        change = signature_change(src, start, end, event)
+        if change is not None:
+            elsewhere = tuple(other_document_edits(change, uri, others))
+            here = call_site_edits(src, change, chained)
+            for e in here:
+                yield Candidate(e, "signature", elsewhere)
+            if not here and elsewhere:
+                yield Candidate(elsewhere[0], "signature", elsewhere[1:])
+    for e in substitution_edits(src, language_id, start, end, event):
+        yield Candidate(e, "substitution")

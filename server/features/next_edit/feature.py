@@ -135,9 +135,10 @@ class NextEdits:
         self.counters.add("empty")
         return []
 
-    def propose(self, doc: Document, offset: int) -> Proposal | None:
-        """The best structural next edit for the document as it is now, remembered for acceptance, or None."""
-        found = self.candidate(doc, offset)
+    def propose(self, doc: Document, offset: int, *, for_action: bool = False) -> Proposal | None:
+        """The best structural next edit for the document as it is now, remembered for acceptance, or None; only
+        `for_action` (a code action) may it be an edit of another document."""
+        found = self.candidate(doc, offset, for_action=for_action)
         if found is None:
             return None
         proposal = Proposal(f"ne-{next(self._ids)}", doc.uri, doc.text.version, found.edit, "structural",
@@ -147,7 +148,7 @@ class NextEdits:
             del self.pending[next(iter(self.pending))]
         return proposal
 
-    def candidate(self, doc: Document, offset: int) -> Candidate | None:
+    def candidate(self, doc: Document, offset: int, *, for_action: bool = False) -> Candidate | None:
         """The first structural candidate the filters let through: from the user's newest edit, else from one of
         the few before it (a rename stays pending while the user types elsewhere)."""
         history = self.histories.get(doc.uri)
@@ -163,17 +164,23 @@ class NextEdits:
         parsed = not root.has_error
         newest, newest_later = events[0]
         newest_span = _span_now(newest, newest_later)
-        for event, later in events:
+        for whole, later in events:
+            event = whole.trimmed()
             span = _span_now(event, later)
             if span is None:
                 continue
             accepted = [e for e in later if e.accepted]
-            found_any = structural_candidates(src, doc.language_id, *span, event, later, accepted, offset, others)
+            found_any = structural_candidates(
+                src, doc.uri, doc.language_id, *span, event, later, accepted, offset, others
+            )
             for found in found_any:
                 key = (doc.uri, doc.text.version, found.edit.start, found.edit.end, found.edit.new)
-                if key in self.rejected:
-                    continue
-                if refusal(text, found.edit, doc.language_id, newest, newest_span, parsed) is None:
+                if key in self.rejected or (found.edit.uri is not None and not for_action):
+                    continue  # another document's edit goes with the code action only
+                if (
+                    found.edit.uri is not None
+                    or refusal(text, found.edit, doc.language_id, newest, newest_span, parsed) is None
+                ):
                     return found
         return None
 
@@ -215,5 +222,6 @@ class NextEdits:
 
 
 def _span_now(event: EditEvent, later: list[EditEvent]) -> tuple[int, int] | None:
+    """Where the event's new text is now (after the `later` events), None where one of them rewrote it."""
     start, end = map_offset(event.start, later), map_offset(event.new_end, later)
     return None if start is None or end is None else (start, end)

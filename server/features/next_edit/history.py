@@ -46,6 +46,20 @@ class EditEvent:
     def size(self) -> int:
         return len(self.old) + len(self.new)
 
+    def trimmed(self) -> EditEvent:
+        """The same edit without the text its old and new sides share at both ends ("w, h)" -> "w, height)" is
+        "" -> "eight" after "w, h")."""
+        p = 0
+        while p < min(len(self.old), len(self.new)) and self.old[p] == self.new[p]:
+            p += 1
+        q = 0
+        while q < min(len(self.old), len(self.new)) - p and self.old[-1 - q] == self.new[-1 - q]:
+            q += 1
+        if p == 0 and q == 0:
+            return self
+        return replace(self, start=self.start + p, old=self.old[p : len(self.old) - q],
+                       new=self.new[p : len(self.new) - q])  # fmt: skip
+
 
 def map_offset(offset: int, later: list[EditEvent]) -> int | None:
     """Where `offset` of an older text is after the `later` events, None when one of them rewrote it."""

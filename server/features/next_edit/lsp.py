@@ -115,12 +115,12 @@ def code_actions(ls: WaferlineServer, params: types.CodeActionParams) -> list[ty
     doc = ls.documents.get(params.text_document.uri)
     if doc is None:
         return []
-    proposal = ls.next_edits.propose(doc, ls.offset_of(doc, params.range.start))
+    proposal = ls.next_edits.propose(doc, ls.offset_of(doc, params.range.start), for_action=True)
     if proposal is None:
         return []
     ls.next_edits.counters.add("codeActions")
-    edits: dict[str, list[Edit]] = {doc.uri: [proposal.edit]}
-    for other in proposal.others:
+    edits: dict[str, list[Edit]] = {}
+    for other in (proposal.edit, *proposal.others):
         edits.setdefault(other.uri or doc.uri, []).append(other)
     # No `command` on it: a CodeAction with one reads as a Command to clients that tell the two apart by shape.
     action = types.CodeAction(title=ACTION_TITLE, kind=types.CodeActionKind.RefactorRewrite)
