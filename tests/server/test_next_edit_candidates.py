@@ -131,8 +131,8 @@ def _signature(header: str, calls: str, body: str = "w * h") -> str:
         ("w, h", "w, h, depth", _signature("area(w, h, depth)",
          "    print(area(w, h, depth))\n    return area(1, 2, depth) + area(w, h=h, depth=depth)\n")),
         ("w, h", "w", _signature("area(w)", "    print(area(w))\n    return area(1) + area(w)\n")),
-        ("h", "height", _signature("area(w, height)", "    print(area(w, h))\n    return area(1, 2) + area(w, height=h)\n",
-         "w * height")),
+        ("h", "height", _signature("area(w, height)",
+         "    print(area(w, h))\n    return area(1, 2) + area(w, height=h)\n", "w * height")),
         ("w, h", "h, w", _signature("area(h, w)", "    print(area(h, w))\n    return area(2, 1) + area(w, h=h)\n")),
     ],
 )  # fmt: skip

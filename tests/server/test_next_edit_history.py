@@ -52,7 +52,7 @@ def test_accepted_events_never_coalesce_and_user_events_skip_them() -> None:
         (0, "x", "y", False), (10, "x", "y", True), (11, "", "z", False)
     ]  # fmt: skip
     assert [e.start for e, _ in h.user_events(4)] == [11, 0]
-    event, later = h.user_events(4)[1]
+    _, later = h.user_events(4)[1]
     assert [e.start for e in later] == [10, 11]
 
 
