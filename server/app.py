@@ -27,6 +27,7 @@ from waferline.server.engine_state import ENGINE_STATE_METHOD, Problem, outage_m
 from waferline.server.engines import build_engine
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
+from waferline.server.features.next_edit.feature import NextEdits
 from waferline.server.features.warm import WarmUps
 from waferline.server.option_parsing import ENGINE_OPTIONS, parse_options
 from waferline.server.options import Options
@@ -59,6 +60,8 @@ class WaferlineServer(LanguageServer):
         # prompts prefilled before the first keystroke (on open, focus, after an edit no request followed)
         self.warmups = WarmUps(self.inline, self.worker, self.documents, self.background, lambda: self.options)
         self.summaries = SummaryCache()  # model-written hover summaries
+        self.next_edits = NextEdits(self.documents)  # next-edit suggestions and each document's edit history
+        self.experimental_capabilities = {"inlineEditProvider": True}  # in the initialize result (protocol.py)
         self.worker.health.on_change = self.engine_state_changed
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -160,6 +163,7 @@ class WaferlineServer(LanguageServer):
             log.info("%s opened again; the new text replaces the old", item.uri)
             self.worker.drop(item.uri)
             self.inline.forget(item.uri)
+            self.next_edits.closed(item.uri)
         self.documents[item.uri] = doc
         self.warmups.opened(doc)
         return doc
@@ -177,14 +181,16 @@ class WaferlineServer(LanguageServer):
 
     def _apply_changes(self, doc: Document, params: types.DidChangeTextDocumentParams) -> None:
         """All of the changes, or none: a change that cannot apply leaves the text and version as they were."""
-        before, cursor = doc.text.checkpoint(), doc.cursor
+        before, cursor, before_version = doc.text.checkpoint(), doc.cursor, doc.text.version
         edits: list[TextChange | str] = []  # for the syntax tree, once every change has applied
+        texts: list[str] = []  # the text before each change, for the edit history
         edited_line = None
         for change in params.content_changes:
             self.stats.keystrokes += 1
             if isinstance(change, types.TextDocumentContentChangePartial):
                 r = change.range
                 rng = ((r.start.line, r.start.character), (r.end.line, r.end.character))
+                texts.append(doc.text.text)
                 try:
                     applied = doc.text.apply_change(rng, change.text)
                 except PositionError as e:
@@ -196,6 +202,7 @@ class WaferlineServer(LanguageServer):
                 edited_line = r.start.line
                 doc.cursor = applied.new_end  # where typing leaves the cursor: the end of what was inserted
             else:
+                texts.append(doc.text.text)
                 doc.text.apply_change(None, change.text)
                 edits.append(change.text)
                 doc.cursor = None if doc.cursor is None else min(doc.cursor, len(change.text))
@@ -208,6 +215,7 @@ class WaferlineServer(LanguageServer):
                 doc.syntax.apply(readable_change(edit))
         # The version is the document's after the changes, even when there are none (LSP's VersionedTextDocument).
         doc.text.version = params.text_document.version
+        self.next_edits.changed(doc, before_version, list(zip(texts, edits, strict=True)))
 
     def close_document(self, uri: str) -> None:
         """Drop every copy of the document's text the server holds; after a large one, give the memory back."""
@@ -215,6 +223,7 @@ class WaferlineServer(LanguageServer):
         if (doc := self.documents.pop(uri, None)) is not None:
             self.worker.drop(uri)
             self.inline.forget(uri)
+            self.next_edits.closed(uri)
             if len(doc.text.text) >= memory.TRIM_AFTER_BYTES:
                 memory.trim_soon()
 

@@ -276,6 +276,14 @@ class Options:
         "after an edit no request followed, prefill the prompt the next suggestion at the cursor needs into the "
         "document's KV cache while the engine is idle, decoding nothing; any request preempts it (docs/engine.md).",
     )
+    next_edit: bool = option(
+        True,
+        COMPLETION,
+        "Serve next-edit suggestions (`textDocument/copilotInlineEdit`, `waferline/inlineEdit`): after an edit, the "
+        "edit that should follow it anywhere in the document, and the fallbacks for clients without the request "
+        '(an inline completion item on the cursor\'s line, the code action "Apply the predicted edit"); '
+        "docs/next-edit.md.",
+    )
     completion_fallback: bool = option(
         True,
         COMPLETION,
