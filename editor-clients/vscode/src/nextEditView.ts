@@ -39,13 +39,14 @@ interface Shown {
   jumped: boolean;
 }
 
+/** The server's own `nextEdit` option (it answers nothing when off), and completions enabled at all. */
 function nextEditEnabled(): boolean {
   const config = vscode.workspace.getConfiguration(SECTION);
-  return (config.get<boolean>('nextEdit.enable') ?? true) && (config.get<boolean>('enable') ?? true);
+  return (config.get<boolean>('nextEdit') ?? true) && (config.get<boolean>('enable') ?? true);
 }
 
 function debounceMs(): number {
-  return vscode.workspace.getConfiguration(SECTION).get<number>('nextEdit.debounceMs') ?? DEBOUNCE_MS;
+  return vscode.workspace.getConfiguration(SECTION).get<number>('nextEditDebounceMs') ?? DEBOUNCE_MS;
 }
 
 export class NextEdits implements vscode.Disposable {

@@ -13,6 +13,7 @@ const RECENT_MS = 1000; // a full accept's change comes just before its command
 
 export class PartialAccept implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
+  private partialInFlight = 0; // a word or line accept waiting for its change
   private last: { document: vscode.TextDocument; changes: readonly vscode.TextDocumentContentChangeEvent[]; at: number } | undefined;
 
   constructor(private readonly send: (document: vscode.TextDocument, kind: AcceptKind, text: string) => void) {
@@ -32,6 +33,15 @@ export class PartialAccept implements vscode.Disposable {
     if (!editor) {
       return;
     }
+    this.partialInFlight += 1;
+    try {
+      await this.keepPart(editor, kind);
+    } finally {
+      this.partialInFlight -= 1;
+    }
+  }
+
+  private async keepPart(editor: vscode.TextEditor, kind: 'word' | 'line'): Promise<void> {
     const document = editor.document;
     const changed = new Promise<readonly vscode.TextDocumentContentChangeEvent[] | undefined>((resolve) => {
       const timer = setTimeout(() => {
@@ -56,6 +66,9 @@ export class PartialAccept implements vscode.Disposable {
 
   /** The item's accept command ran: Tab kept the rest of the suggestion, the document's latest change. */
   fullAccept(uri: unknown, asUri: (document: vscode.TextDocument) => string): void {
+    if (this.partialInFlight > 0) {
+      return; // a partial accept that kept all that was left: VS Code runs the item's command, the part is reported
+    }
     const last = this.last;
     if (!last || asUri(last.document) !== uri || Date.now() - last.at > RECENT_MS) {
       return;
