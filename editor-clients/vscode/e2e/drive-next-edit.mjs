@@ -1,10 +1,11 @@
 // Drives a real VS Code (code-server in headless Chromium) through next-edit suggestions and partial accept, as a
 // user would: rename a parameter in its signature, see the edit proposed at a use below (the status item, the old
 // text struck through, the diff in its hover), Tab to jump, Tab to accept, the next use of the chain the same way,
-// save; rename again and Escape the proposal; then keep a suggestion word by word, line by line and whole. Prints one
+// save; rename again and Escape the proposal, a third time and move away; then keep a suggestion word by word, line by line and whole. Prints one
 // JSON line with what it saw; tests/e2e/test_vscode.py checks the saved files and the server's counters.
 //
-// usage: node drive-next-edit.mjs '{"url": ..., "file": "rename.py", "renameAt": "1:19", "partialFile": "area.py",
+// usage: node drive-next-edit.mjs '{"url": ..., "file": "rename.py", "renameAt": "1:19", "awayAt": "5:1",
+//                                   "partialFile": "area.py",
 //                                   "screenshots": "/dir", "chromium": "/usr/bin/chromium"}'
 import { openFileWhenReady, openWorkbench, readGhost, runCommand } from './workbench.mjs';
 
@@ -133,9 +134,18 @@ try {
     result.ghostInTheWay = (result.ghostInTheWay ?? 0) + 1;
   }
   result.dismissedStruck = await page.evaluate(struckThrough);
+  step('dismissed');
+
+  // A third time, and the cursor goes elsewhere (the file's last line): the proposal is dropped.
+  await page.waitForTimeout(1500);
+  await renameAt(page, args.renameAt, 'm');
+  await page.waitForFunction(() => /next edit: line 3/.test(document.body.innerText), null, { timeout });
+  await goTo(page, args.awayAt);
+  await page.waitForFunction(() => !document.body.innerText.includes('next edit:'), null, { timeout });
+  result.movedAwayStruck = await page.evaluate(struckThrough);
   await page.keyboard.press('Control+S');
   await page.waitForFunction(() => !document.querySelector('.tab.dirty'), null, { timeout });
-  step('dismissed and saved');
+  step('moved away and saved');
 
   if (args.partialFile) {
     // Keep the suggestion a word at a time (Ctrl+Right), the rest with Tab; on the next line, the line at once.
