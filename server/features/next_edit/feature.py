@@ -88,9 +88,8 @@ class NextEdits:
                 history.record_full(before, change, version=doc.text.version)
                 continue
             old = before[change.start : change.old_end]
-            history.record(change.start, old, change.new_text, version=doc.text.version)
-            if len(edits) == 1 and self._matches_offer(doc.uri, before_version, change, old):
-                history.mark_accepted(change.start, old, change.new_text, version=doc.text.version)
+            offered = len(edits) == 1 and self._matches_offer(doc.uri, before_version, change, old)
+            history.record(change.start, old, change.new_text, version=doc.text.version, accepted=offered)
 
     def _matches_offer(self, uri: str, version: int, change: TextChange, old: str) -> bool:
         return any(
