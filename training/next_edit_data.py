@@ -69,7 +69,7 @@ def _occurrences(text: str, fn: ast.AST, name: str) -> list[int]:
         starts.append(starts[-1] + len(line) + 1)
     out = []
     for n in ast.walk(fn):
-        if isinstance(n, ast.Name) and n.id == name or isinstance(n, ast.arg) and n.arg == name:
+        if (isinstance(n, ast.Name) and n.id == name) or (isinstance(n, ast.arg) and n.arg == name):
             out.append(starts[n.lineno - 1] + len(text.split("\n")[n.lineno - 1].encode()[: n.col_offset].decode()))
     return sorted(set(out))
 
@@ -110,7 +110,9 @@ def commit_rows(before: str, after: str) -> list[dict[str, Any]]:
     """Rows from two versions of a file: each hunk after the first as the target of the ones before it."""
     a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
     ops = [o for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if o[0] != "equal"]
-    rows, events, current, shift = [], [], list(a), 0
+    rows: list[dict[str, Any]] = []
+    events: list[EditEvent] = []
+    current, shift = list(a), 0
     for n, (_tag, i1, i2, j1, j2) in enumerate(ops):
         start = sum(len(x) for x in current[: i1 + shift])
         old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
