@@ -284,6 +284,21 @@ class Options:
         '(an inline completion item on the cursor\'s line, the code action "Apply the predicted edit"); '
         "docs/next-edit.md.",
     )
+    next_edit_model: bool = option(
+        False,
+        COMPLETION,
+        "When no structural next edit is found, ask the model to rewrite the lines around the cursor (the old lines as "
+        "its speculative draft) and show where it departs from them. Off by default: the shipped model was not "
+        "trained for next edits (docs/next-edit.md).",
+    )
+    next_edit_min_confidence: float = option(
+        0.5,
+        COMPLETION,
+        "The model's next edit is shown only when the geometric mean probability of the tokens that changed "
+        "reaches this.",
+        minimum=0.0,
+        maximum=1.0,
+    )
     completion_fallback: bool = option(
         True,
         COMPLETION,

@@ -35,12 +35,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # hardware only to name a backend in configuration (the package's front and its registry, nothing else)
     "server": ("waferline.engine.*", "waferline.hardware", "waferline.hardware.registry"),
     # the server's tree-sitter parsers choose syntax-aware fill-in-the-middle spans; the confidence model the server
-    # applies is fitted by the training pipeline (training/calibrate.py)
+    # applies is fitted by the training pipeline (training/calibrate.py); next-edit rows use the server's prompt layout
     "training": (
         "waferline.engine.*",
         "waferline.hardware.*",
         "waferline.server.syntax.*",
         "waferline.server.features.confidence",
+        # the next-edit rows are laid out as the server's model candidate asks (training/next_edit_data.py)
+        "waferline.server.features.next_edit.model",
+        "waferline.server.features.next_edit.history",
     ),
     "cli": PRODUCT,
     "benchmarks": (*PRODUCT, "waferline.cli.*"),

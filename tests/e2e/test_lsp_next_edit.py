@@ -227,3 +227,47 @@ async def test_edits_raced_against_requests_never_name_a_stale_version() -> None
                 assert lines[r["start"]["line"]][r["start"]["character"] : r["end"]["character"]] == "value"
         s = as_dict((await stats(client))["inlineEdit"])
         assert answered > 0 and s["stale"] > 0
+
+
+MODEL_OPTIONS = {"nextEditModel": True, "nextEditMinConfidence": 0.0}
+WINDOW = "a = 1\nb = 2\nc = 3\n"
+
+
+async def test_model_rewrite_of_the_window_is_the_edit() -> None:
+    async with lsp_session("vscode", MODEL_OPTIONS, fixed_text="a = 1\nb = 20\nc = 3\n") as client:
+        doc = Client(client, URI, WINDOW)
+        (edit,) = await doc.next_edit(types.Position(line=1, character=0))
+        assert edit["kind"] == "model" and edit["text"] == "0"
+        assert edit["range"] == {"start": {"line": 1, "character": 5}, "end": {"line": 1, "character": 5}}
+        s = as_dict((await stats(client))["inlineEdit"])
+        assert s["model"] == 1 and s["modelRuns"] == 1 and s["modelNewTokens"] > 0
+
+
+async def test_model_path_off_by_default_and_a_rewrite_that_breaks_the_parse_is_not_shown() -> None:
+    async with lsp_session("vscode", fixed_text="a = 1\nb = 20\nc = 3\n") as client:
+        doc = Client(client, URI, WINDOW)
+        assert await doc.next_edit(types.Position(line=1, character=0)) == []
+        assert as_dict((await stats(client))["inlineEdit"])["modelRuns"] == 0
+    async with lsp_session("vscode", MODEL_OPTIONS, fixed_text="a = 1\nb = (2\nc = 3\n") as client:
+        doc = Client(client, URI, WINDOW)
+        assert await doc.next_edit(types.Position(line=1, character=0)) == []
+        assert as_dict((await stats(client))["inlineEdit"])["modelRuns"] == 1
+
+
+async def test_model_answer_for_a_version_that_moved_on_is_not_returned() -> None:
+    """The race the model path has: the document changes while the model writes; the answer must be empty, and a
+    newer request for the document cancels the older one."""
+    async with lsp_session("vscode", MODEL_OPTIONS, fixed_text="a = 1\nb = 20\nc = 3\n", token_delay_ms=30) as client:
+        doc = Client(client, URI, WINDOW)
+        first = asyncio.ensure_future(doc.request(types.Position(line=1, character=0)))  # sent now
+        await asyncio.sleep(0.2)  # the model is writing
+        doc.replace(len(doc.text), len(doc.text), "d = 4\n")
+        assert as_dict(await first)["edits"] == []
+        older = asyncio.ensure_future(doc.request(types.Position(line=1, character=0)))
+        await asyncio.sleep(0.2)
+        newer = asyncio.ensure_future(doc.request(types.Position(line=1, character=0)))
+        assert as_dict(await older)["edits"] == []
+        (edit,) = [_plain(e) for e in as_dict(await newer)["edits"]]
+        assert edit["textDocument"]["version"] == doc.version
+        s = as_dict((await stats(client))["inlineEdit"])
+        assert s["stale"] >= 1 and s["cancelled"] >= 1

@@ -95,3 +95,13 @@ def test_map_offset_through_later_events() -> None:
     assert map_offset(5, later) == 5
     assert map_offset(20, later) == 18
     assert map_offset(11, later) is None
+
+
+def test_a_long_chain_keeps_the_users_edit_it_follows() -> None:
+    h = EditHistory()
+    h.record(0, "value", "amount", version=1, now=0.0)
+    for i in range(3 * MAX_EVENTS):
+        start = 100 + 10 * i
+        h.record(start, "value", "amount", version=2 + i, now=float(10 + i), accepted=True)
+    event, later = h.user_events(1)[0]
+    assert event.start == 0 and len(later) == 3 * MAX_EVENTS

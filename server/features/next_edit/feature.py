@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from waferline.server.features.next_edit.candidates import Candidate, structural_candidates
 from waferline.server.features.next_edit.filters import refusal
 from waferline.server.features.next_edit.history import EditEvent, EditHistory, map_offset
+from waferline.server.features.next_edit.model import rewrite_edit, rewrite_request, window_at
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.shedding import Tickets
 from waferline.server.stats import percentile
@@ -28,12 +29,15 @@ from waferline.server.text import TextChange
 
 if TYPE_CHECKING:
     from waferline.server.document import Document
+    from waferline.server.options import Options
+    from waferline.server.worker import Worker
 
 END_REASONS = ("accepted", "rejected", "ignored", "typedThrough")
 USER_EVENTS = 4  # the user's newest edits a structural candidate may follow from
 MAX_PENDING = 64  # offered proposals remembered for acceptance and the end notifications
 COUNTERS = ("requests", "shown", "accepted", "rejected", "ignored", "typedThrough", "empty", "stale", "cancelled",
-            "structural", "model", "inlineFallback", "codeActions")  # fmt: skip
+            "structural", "model", "inlineFallback", "codeActions", "modelRuns", "modelSteps", "modelAcceptedTokens",
+            "modelNewTokens")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,19 +58,28 @@ class Proposal:
 class Counters:
     values: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     latencies_ms: list[float] = field(default_factory=list)
+    model_latencies_ms: list[float] = field(default_factory=list)  # requests the model answered with an edit
 
     def add(self, name: str, n: int = 1) -> None:
         self.values[name] += n
 
     def snapshot(self) -> dict[str, object]:
-        p50, p95 = percentile(self.latencies_ms, 50), percentile(self.latencies_ms, 95)
-        return {**self.values, "latency_ms_p50": None if p50 is None else round(p50, 2),
-                "latency_ms_p95": None if p95 is None else round(p95, 2)}  # fmt: skip
+        def pct(values: list[float], q: float) -> float | None:
+            v = percentile(values, q)
+            return None if v is None else round(v, 2)
+
+        steps = self.values["modelSteps"]
+        return {**self.values, "latency_ms_p50": pct(self.latencies_ms, 50),
+                "latency_ms_p95": pct(self.latencies_ms, 95),
+                "model_edit_latency_ms_p50": pct(self.model_latencies_ms, 50),
+                "model_tokens_per_step": round((steps + self.values["modelAcceptedTokens"]) / steps, 3)
+                if steps else None}  # fmt: skip
 
 
 class NextEdits:
-    def __init__(self, documents: Mapping[str, Document]) -> None:
+    def __init__(self, documents: Mapping[str, Document], worker: Worker | None = None) -> None:
         self.documents = documents
+        self.worker = worker
         self.histories: dict[str, EditHistory] = {}
         self.pending: dict[str, Proposal] = {}
         self.rejected: set[tuple[str, int, int, int, str]] = set()  # (uri, version, start, end, new)
@@ -88,9 +101,8 @@ class NextEdits:
                 history.record_full(before, change, version=doc.text.version)
                 continue
             old = before[change.start : change.old_end]
-            history.record(change.start, old, change.new_text, version=doc.text.version)
-            if len(edits) == 1 and self._matches_offer(doc.uri, before_version, change, old):
-                history.mark_accepted(change.start, old, change.new_text, version=doc.text.version)
+            offered = len(edits) == 1 and self._matches_offer(doc.uri, before_version, change, old)
+            history.record(change.start, old, change.new_text, version=doc.text.version, accepted=offered)
 
     def _matches_offer(self, uri: str, version: int, change: TextChange, old: str) -> bool:
         return any(
@@ -105,8 +117,11 @@ class NextEdits:
             del self.pending[key]
 
     # -- requests --------------------------------------------------------------------------------------------------
-    async def answer(self, doc: Document, version: int | None, offset: int) -> list[Proposal]:
-        """The next edit for a request at `offset` of the document the client has at `version` ([] for none)."""
+    async def answer(
+        self, doc: Document, version: int | None, offset: int, options: Options | None = None
+    ) -> list[Proposal]:
+        """The next edit for a request at `offset` of the document the client has at `version` ([] for none): a
+        structural one, else (option `nextEditModel`) the model's."""
         t0 = time.perf_counter()
         self.counters.add("requests")
         self.client_requests = True
@@ -116,6 +131,8 @@ class NextEdits:
                 self.counters.add("stale")
                 return self._empty()
             proposal = self.propose(doc, offset)
+            if proposal is None and options is not None and options.next_edit_model and self.worker is not None:
+                proposal = await self._model_proposal(doc, offset, options)
             if ticket.superseded():
                 self.counters.add("cancelled")
                 return []
@@ -130,6 +147,40 @@ class NextEdits:
             self.tickets.done(ticket)
             self.counters.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
             del self.counters.latencies_ms[:-10_000]
+
+    async def _model_proposal(self, doc: Document, offset: int, options: Options) -> Proposal | None:
+        assert self.worker is not None
+        if not self.worker.loaded() or doc.syntax.is_plain_text:
+            return None
+        t0 = time.perf_counter()
+        snapshot = doc.snapshot()
+        window = window_at(snapshot.text, offset)
+        history = self.histories.get(doc.uri)
+        events = [e for e, _ in reversed(history.user_events(8))] if history is not None else []
+        request = rewrite_request(snapshot.session_id + "#next-edit", snapshot.text, window, events,
+                                  doc.language_id, options.max_multiline_tokens + len(window.old) // 3,
+                                  max(0.5, options.time_budget_ms / 1000.0))  # fmt: skip
+        completion = await self.worker.complete(request)
+        if completion is None:
+            return None
+        self.counters.add("modelRuns")
+        self.counters.add("modelSteps", completion.decode_steps)
+        self.counters.add("modelAcceptedTokens", completion.accepted_tokens)
+        self.counters.add("modelNewTokens", completion.new_tokens)
+        if doc.text.version != snapshot.version:
+            return None
+        edit = rewrite_edit(window, completion, options.next_edit_min_confidence)
+        if edit is None:
+            return None
+        last = history.last_user_event() if history is not None else None
+        newest, span = (last[0], _span_now(last[0], last[1])) if last is not None else (None, None)
+        parsed = doc.syntax.root is not None and not doc.syntax.root.has_error
+        if refusal(snapshot.text, edit, doc.language_id, newest, span, parsed) is not None:
+            return None
+        proposal = Proposal(f"ne-{next(self._ids)}", doc.uri, snapshot.version, edit, "model", "model")
+        self.pending[proposal.id] = proposal
+        self.counters.model_latencies_ms.append((time.perf_counter() - t0) * 1000.0)
+        return proposal
 
     def _empty(self) -> list[Proposal]:
         self.counters.add("empty")

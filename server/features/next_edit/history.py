@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 COALESCE_S = 1.0  # edits of the same span within this long are one event (a word typed, a name retyped)
 MAX_EVENTS = 16
 MAX_CHARS = 8_000  # old + new text kept over all events (about 2,000 tokens of the shipped model's tokenizer)
+MAX_CHAIN = 1024  # accepted suggestions kept after the user's newest edit (a rename through a long file)
 MAX_DIFF_CHARS = 200_000  # a full-text change of a larger document is recorded as one replacement, not diffed
 
 
@@ -77,13 +78,17 @@ class EditHistory:
     def __init__(self) -> None:
         self.events: deque[EditEvent] = deque()
 
-    def record(self, start: int, old: str, new: str, *, version: int, now: float | None = None) -> None:
-        """One edit of the text: `old` at `start` replaced by `new`."""
+    def record(
+        self, start: int, old: str, new: str, *, version: int, now: float | None = None, accepted: bool = False
+    ) -> None:
+        """One edit of the text: `old` at `start` replaced by `new` (`accepted`: a suggestion the client applied)."""
         if old == new:
             return
         now = time.monotonic() if now is None else now
         last = self.events[-1] if self.events else None
-        if (
+        if accepted:
+            self.events.append(EditEvent(start, old, new, now, accepted=True, version=version))
+        elif (
             last is not None and not last.accepted and now - last.at <= COALESCE_S
             and start <= last.new_end and start + len(old) >= last.start
         ):  # fmt: skip
@@ -134,7 +139,14 @@ class EditHistory:
         return out
 
     def _trim(self) -> None:
-        while len(self.events) > MAX_EVENTS or (len(self.events) > 1 and sum(e.size for e in self.events) > MAX_CHARS):
+        """The oldest events go first, but never the user's newest one or the accepted suggestions after it: a
+        chain (every use of a renamed name) reads them, however long it is (up to MAX_CHAIN events)."""
+        newest_user = next((i for i in range(len(self.events) - 1, -1, -1) if not self.events[i].accepted), 0)
+        chars = sum(e.size for e in self.events)
+        while newest_user > 0 and (len(self.events) > MAX_EVENTS or chars > MAX_CHARS):
+            chars -= self.events.popleft().size
+            newest_user -= 1
+        while len(self.events) > MAX_CHAIN:
             self.events.popleft()
 
 

@@ -42,7 +42,7 @@ async def inline_edit(ls: WaferlineServer, params: Any) -> dict[str, Any]:
     doc, offset = ls.document_at(uri, pos)
     if not ls.options.next_edit:
         return {"edits": []}
-    proposals = await ls.next_edits.answer(doc, version, offset)
+    proposals = await ls.next_edits.answer(doc, version, offset, ls.options)
     return {"edits": [item(doc, p) for p in proposals]}
 
 

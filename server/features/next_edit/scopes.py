@@ -3,8 +3,9 @@
 A rename is proposed only where it is exact, so what counts as "the same name" follows Python's rules closely
 enough to be right on ordinary code: a function (or lambda, or class body) is a scope; a name it binds (a parameter,
 an assignment or `for`/`with`/`except` target, an import, a nested `def` or `class`) is its own unless declared
-`global`/`nonlocal`; a nested scope that binds the same name has its own variable and is skipped; an attribute name
-(`obj.name`) and a keyword argument's name (`f(name=...)`) are not the variable.
+`global`/`nonlocal`; a comprehension is a scope of its own for its `for` targets (Python 3); a nested scope that
+binds the same name has its own variable and is skipped; a function's defaults and annotations belong to the scope
+around it; an attribute name (`obj.name`) and a keyword argument's name (`f(name=...)`) are not the variable.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def binds(scope: Node, name: str, src: Source) -> bool:
 def occurrences(scope: Node, name: str, src: Source) -> list[Node]:
     """The identifiers under `scope` that are its variable `name`: nested scopes with their own `name` skipped."""
     out: list[Node] = []
-    stack = [scope]
+    stack = _evaluated_in(scope)
     while stack:
         n = stack.pop()
         if n is not scope and n.type in SCOPE_TYPES and binds(n, name, src):
@@ -115,6 +116,26 @@ def occurrences(scope: Node, name: str, src: Source) -> list[Node]:
             out.append(n)
         stack.extend(reversed(n.children))
     return sorted(out, key=lambda n: n.start_byte)
+
+
+def _evaluated_in(scope: Node) -> list[Node]:
+    """What of a function is evaluated in its own scope: its parameters' names and its body (its defaults,
+    annotations and decorators belong to the scope around it); anything else, all of it."""
+    if scope.type not in FUNCTION_TYPES:
+        return [scope]
+    body = scope.child_by_field_name("body")
+    params = scope.child_by_field_name("parameters")
+    names = []
+    for p in params.named_children if params is not None else []:
+        name = (
+            p
+            if p.type == "identifier"
+            else p.child_by_field_name("name")
+            or (p.named_children[0] if p.named_children and p.named_children[0].type == "identifier" else None)
+        )
+        if name is not None and name.type == "identifier":
+            names.append(name)
+    return [*names, *([body] if body is not None else [])][::-1]
 
 
 def enclosing_function(node: Node) -> Node | None:

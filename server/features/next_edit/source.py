@@ -14,7 +14,8 @@ from tree_sitter import Node
 from waferline.server.syntax.languages import parser_for
 
 FUNCTION_TYPES = ("function_definition", "lambda")  # Python: the nodes that open a scope of their own
-SCOPE_TYPES = (*FUNCTION_TYPES, "class_definition")
+COMPREHENSION_TYPES = ("list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression")
+SCOPE_TYPES = (*FUNCTION_TYPES, "class_definition", *COMPREHENSION_TYPES)
 
 
 @dataclass(frozen=True)

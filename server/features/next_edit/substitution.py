@@ -23,7 +23,7 @@ _WORD = re.compile(r"\w")
 
 
 def substitution(src: Source, start: int, end: int, event: EditEvent) -> tuple[str, str, int] | None:
-    """(old fragment, new fragment, edited line's start) of a one-line edit whose new text is `[start, end)`."""
+    """(old fragment, new fragment, where the new one starts) of a one-line edit whose new text is `[start, end)`."""
     text = src.text
     if "\n" in event.old or "\n" in event.new or "\n" in text[start:end]:
         return None
@@ -39,18 +39,21 @@ def substitution(src: Source, start: int, end: int, event: EditEvent) -> tuple[s
     new = text[a:b]
     if not old.strip() or old == new or old.strip() == new.strip():
         return None
-    return old, new, line_start
+    return old, new, a
 
 
 def substitution_edits(src: Source, language_id: str, start: int, end: int, event: EditEvent) -> Iterator[Edit]:
     found = substitution(src, start, end, event)
     if found is None:
         return
-    old, new, line_start = found
-    if language_id == "python" and re.fullmatch(r"[^\W\d]\w*", old):
+    old, new, fragment_at = found
+    line_start = src.text.rfind("\n", 0, fragment_at) + 1
+    bare = re.fullmatch(r"[^\W\d]\w*", old) is not None
+    if language_id == "python" and bare:
         node = src.node_at(start, end)
         if node is not None and is_name(node):
             return
+    dotted = bare and fragment_at > 0 and src.text[fragment_at - 1] == "."
     lines = src.text.split("\n")
     here = src.text.count("\n", 0, line_start)
     indent = _indent(lines[here])
@@ -64,9 +67,10 @@ def substitution_edits(src: Source, language_id: str, start: int, end: int, even
         while 0 <= i < len(lines) and abs(i - here) <= MAX_DISTANCE:
             if not lines[i].strip() or _indent(lines[i]) != indent:
                 break
-            m = pattern.search(lines[i])
-            if m is not None:
-                yield Edit(starts[i] + m.start(), starts[i] + m.end(), new)
+            for m in pattern.finditer(lines[i]):
+                if not bare or (m.start() > 0 and lines[i][m.start() - 1] == ".") == dotted:
+                    yield Edit(starts[i] + m.start(), starts[i] + m.end(), new)
+                    break
             i += direction
 
 
