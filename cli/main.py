@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "waferline.benchmarks.lookup_eval",
         "how often prompt lookup holds the right line; selection rules",
     ),
+    "eval-nes": (
+        "waferline.benchmarks.nes_eval",
+        "next-edit suggestions on replayed edits through the real server, against baselines",
+    ),
     "calibrate": ("waferline.cli.calibrate", "fit the server's confidence to eval-editor records; its curve"),
     "bench": ("waferline.benchmarks.decode", "measure prefill and decode speed of a model"),
     "bench-lsp": ("waferline.benchmarks.lsp", "measure a typing session through LSP: latency, cancels, KV reuse"),

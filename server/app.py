@@ -28,6 +28,7 @@ from waferline.server.document import Document, readable, readable_change
 from waferline.server.engine_state import ENGINE_STATE_METHOD, Problem, outage_message
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
+from waferline.server.features.next_edit.feature import NextEdits
 from waferline.server.features.warm import WarmUps
 from waferline.server.option_parsing import ENGINE_OPTIONS, parse_options
 from waferline.server.options import Options
@@ -61,6 +62,10 @@ class WaferlineServer(LanguageServer):
         # prompts prefilled before the first keystroke (on open, focus, after an edit no request followed)
         self.warmups = WarmUps(self.inline, self.worker, self.documents, self.background, lambda: self.options)
         self.summaries = SummaryCache()  # model-written hover summaries
+        self.next_edits = NextEdits(
+            self.documents, self.worker
+        )  # next-edit suggestions and each document's edit history
+        self.experimental_capabilities = {"inlineEditProvider": True}  # in the initialize result (protocol.py)
         self.worker.health.on_change = self.engine_state_changed
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -167,6 +172,7 @@ class WaferlineServer(LanguageServer):
             log.info("%s opened again; the new text replaces the old", item.uri)
             self.worker.drop(item.uri)
             self.inline.forget(item.uri)
+            self.next_edits.closed(item.uri)
         self.documents[item.uri] = doc
         self.warmups.opened(doc)
         return doc
@@ -188,7 +194,9 @@ class WaferlineServer(LanguageServer):
         document is out of sync: that change and every later ranged change are dropped (the server does not guess)
         until a whole-text change sets the text again, in this notification or a later one; nothing is completed
         against the text meanwhile. The version becomes the notification's in every case, also for no changes."""
+        before_version = doc.text.version
         edits: list[TextChange | str] = []  # for the syntax tree, once every change has applied
+        texts: list[str] = []  # the text before each change, for the edit history
         edited_line = None
         version = params.text_document.version
         for change in params.content_changes:
@@ -199,9 +207,11 @@ class WaferlineServer(LanguageServer):
                     continue
                 r = change.range
                 rng = ((r.start.line, r.start.character), (r.end.line, r.end.character))
+                texts.append(doc.text.text)
                 try:
                     applied = doc.text.apply_change(rng, change.text)
                 except PositionError as e:
+                    texts.pop()
                     self.stats.changes_dropped += 1
                     self._lose_sync(doc, version, str(e))
                     continue
@@ -209,6 +219,7 @@ class WaferlineServer(LanguageServer):
                 edited_line = r.start.line
                 doc.cursor = applied.new_end  # where typing leaves the cursor: the end of what was inserted
             else:
+                texts.append(doc.text.text)
                 doc.text.apply_change(None, change.text)
                 edits.append(change.text)
                 doc.cursor = None if doc.cursor is None else min(doc.cursor, len(change.text))
@@ -225,6 +236,10 @@ class WaferlineServer(LanguageServer):
                 doc.syntax.apply(readable_change(edit))
         # The version is the document's after the changes, even when there are none (LSP's VersionedTextDocument).
         doc.text.version = version
+        if doc.out_of_sync is None:
+            self.next_edits.changed(doc, before_version, list(zip(texts, edits, strict=True)))
+        else:  # what the history holds no longer describes the client's text
+            self.next_edits.closed(doc.uri)
 
     def _lose_sync(self, doc: Document, version: int, reason: str) -> None:
         """A change of `doc` could not apply: its text is no longer the client's (logged; the user told once)."""
@@ -242,6 +257,7 @@ class WaferlineServer(LanguageServer):
         if (doc := self.documents.pop(uri, None)) is not None:
             self.worker.drop(uri)
             self.inline.forget(uri)
+            self.next_edits.closed(uri)
             if len(doc.text.text) >= memory.TRIM_AFTER_BYTES:
                 memory.trim_soon()
 

@@ -18,6 +18,7 @@ from waferline.server.features.actions import lsp as actions
 from waferline.server.features.ask import ASK_COMMAND, ASK_METHOD, ask
 from waferline.server.features.hover import hover as hover_at
 from waferline.server.features.inline import Suggestion, advance
+from waferline.server.features.next_edit import lsp as next_edit
 from waferline.server.options import SECTION, Options
 from waferline.server.params import field, position
 from waferline.syntax.text import PositionError
@@ -29,6 +30,10 @@ DOCUMENT_METHOD = "waferline/document"  # what the server holds for a document: 
 # The client's notification that the user is in a document at a position (active editor changed, buffer entered,
 # cursor placed): where a warm-up prefills the next suggestion's prompt (server/features/warm.py).
 FOCUS_METHOD = "waferline/didFocus"
+# The client's notification that the user kept text of an inline suggestion: {textDocument: {uri}, kind: "word" |
+# "line" | "full", text}, for each accept of the next word, the next line or the whole rest (docs/editors.md).
+ACCEPT_TEXT_METHOD = "waferline/didAcceptCompletionText"
+KEPT_KINDS = ("word", "line", "full")
 
 
 def suggestion_range(doc: Document, s: Suggestion, position: types.Position) -> types.Range:
@@ -121,7 +126,7 @@ def create_server(
         types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=actions.KINDS, resolve_provider=True)
     )
     def code_action(ls: WaferlineServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        return actions.code_actions(ls, params)
+        return actions.code_actions(ls, params) + next_edit.code_actions(ls, params)
 
     @server.feature(types.CODE_ACTION_RESOLVE)
     async def code_action_resolve(ls: WaferlineServer, params: types.CodeAction) -> types.CodeAction:
@@ -149,6 +154,8 @@ def create_server(
     ) -> types.InlineCompletionList:
         explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         doc, offset = ls.document_at(params.text_document.uri, params.position)
+        if (predicted := next_edit.inline_fallback(ls, doc, offset)) is not None:
+            return types.InlineCompletionList(items=[predicted])
         ls.warmups.requested(doc, offset)
         s = await ls.inline.answer(doc, offset, ls.options, explicit=explicit)
         if s is None:
@@ -194,7 +201,26 @@ def create_server(
     def stats(ls: WaferlineServer, params: Any) -> dict[str, Any]:
         state = ls.engine_state()
         return {**ls.stats.snapshot(), "engine": state["engine"], "chat_engine": state["chatEngine"],
-                "engine_state": state["state"], "engine_problems": state["problems"]}  # fmt: skip
+                "engine_state": state["state"], "engine_problems": state["problems"],
+                "inlineEdit": ls.next_edits.counters.snapshot()}  # fmt: skip
+
+    for method in next_edit.INLINE_EDIT_METHODS:  # the same handler under Copilot's name and ours
+
+        @server.feature(method)
+        async def inline_edit(ls: WaferlineServer, params: Any) -> dict[str, Any]:
+            return await next_edit.inline_edit(ls, params)
+
+    @server.feature(next_edit.DID_SHOW_METHOD)
+    def did_show_inline_edit(ls: WaferlineServer, params: Any) -> None:
+        next_edit.did_show(ls, params)
+
+    @server.feature(next_edit.DID_END_METHOD)
+    def did_end_inline_edit(ls: WaferlineServer, params: Any) -> None:
+        next_edit.did_end(ls, params)
+
+    @server.command(next_edit.ACCEPT_COMMAND)
+    def accept_inline_edit(ls: WaferlineServer, *args: Any) -> None:
+        next_edit.accept(ls, args)
 
     @server.feature(FOCUS_METHOD)
     def did_focus(ls: WaferlineServer, params: Any) -> None:
@@ -211,6 +237,14 @@ def create_server(
         if not isinstance(uri, str):
             raise JsonRpcInvalidParams(f"{DOCUMENT_METHOD} expects {{'uri': string, 'includeText'?: bool}}")
         return ls.document_state(ls.document(uri), include_text=field(params, "includeText") is True)
+
+    @server.feature(ACCEPT_TEXT_METHOD)
+    def did_accept_text(ls: WaferlineServer, params: Any) -> None:
+        kind, text = field(params, "kind"), field(params, "text")
+        if kind not in KEPT_KINDS or not isinstance(text, str):
+            shape = f"{{textDocument: {{uri}}, kind: one of {', '.join(KEPT_KINDS)}, text}}"
+            raise JsonRpcInvalidParams(f"{ACCEPT_TEXT_METHOD} expects {shape}")
+        ls.stats.add_kept(kind, len(text))
 
     return server
 

@@ -278,6 +278,29 @@ class Options:
         "after an edit no request followed, prefill the prompt the next suggestion at the cursor needs into the "
         "document's KV cache while the engine is idle, decoding nothing; any request preempts it (docs/engine.md).",
     )
+    next_edit: bool = option(
+        True,
+        COMPLETION,
+        "Serve next-edit suggestions (`textDocument/copilotInlineEdit`, `waferline/inlineEdit`): after an edit, the "
+        "edit that should follow it anywhere in the document, and the fallbacks for clients without the request "
+        '(an inline completion item on the cursor\'s line, the code action "Apply the predicted edit"); '
+        "docs/next-edit.md.",
+    )
+    next_edit_model: bool = option(
+        False,
+        COMPLETION,
+        "When no structural next edit is found, ask the model to rewrite the lines around the cursor (the old lines as "
+        "its speculative draft) and show where it departs from them. Off by default: the shipped model was not "
+        "trained for next edits (docs/next-edit.md).",
+    )
+    next_edit_min_confidence: float = option(
+        0.5,
+        COMPLETION,
+        "The model's next edit is shown only when the geometric mean probability of the tokens that changed "
+        "reaches this.",
+        minimum=0.0,
+        maximum=1.0,
+    )
     completion_fallback: bool = option(
         True,
         COMPLETION,

@@ -73,6 +73,15 @@ class WaferlineProtocol(LanguageServerProtocol):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
 
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        # pygls' own, with the server's `experimental` capabilities (the next-edit request) added to its result.
+        result = yield from super().lsp_initialize(params)
+        experimental = getattr(self._server, "experimental_capabilities", None)
+        if experimental:
+            result.capabilities.experimental = dict(experimental)
+        return result
+
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
         # pygls' own, but cancelling over a copy: a cancelled future's callbacks may remove it from the table.

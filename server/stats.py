@@ -39,6 +39,10 @@ class Stats:
     cancelled: int = 0  # cancelled by the client or superseded by a newer request for the same document
     cache_answers: int = 0  # answered from the typed-through or precomputed cache, without the model
     accepted: int = 0  # suggestions the editor reported as accepted (the item's command)
+    # What the user kept of suggestions, as the clients report it (`waferline/didAcceptCompletionText`): accepts of
+    # the next word, of the next line and of the whole rest, and the characters (code points) they kept together.
+    kept: dict[str, int] = field(default_factory=lambda: {"word": 0, "line": 0, "full": 0})
+    kept_chars: int = 0
     precomputed: int = 0  # suggestions computed while idle, on the assumption that the shown one is accepted
     held_back: int = 0  # suggestions the model wrote that the confidence gate did not show (minConfidence)
     held_through: int = 0  # requests answered empty at once: the user typed the start of a held-back suggestion
@@ -95,6 +99,12 @@ class Stats:
                 self.warmups_cancelled += 1
             self.warmup_tokens += prefilled_tokens
 
+    def add_kept(self, kind: str, chars: int) -> None:
+        """A client kept `chars` characters of a suggestion by an accept of `kind` (word, line or full)."""
+        with self._lock:
+            self.kept[kind] += 1
+            self.kept_chars += chars
+
     def add_latency(self, ms: float) -> None:
         with self._lock:
             self.latencies_ms.append(ms)
@@ -140,12 +150,16 @@ class Stats:
                     "index_updates", "index_coalesced", "warmups", "warmups_cancelled", "warmup_tokens",
                 )
             }  # fmt: skip
+            out["kept"] = {**self.kept, "chars": self.kept_chars}
             sources = {name: list(counts) for name, counts in self.draft_sources.items()}
             decode_s = self.decode_s_total
             new_tokens = self.new_tokens_total
             phases = {name: list(values) for name, values in self.phases_ms.items()}
         reused = out["prompt_tokens_total"] - out["prefilled_tokens_total"]
         out["kv_reuse"] = round(reused / out["prompt_tokens_total"], 4) if out["prompt_tokens_total"] else None
+        # per suggestion answered (an inline completion client shows each one it is answered with, unless typing
+        # supersedes it first): what a partial accept adds to whole accepts
+        out["kept"]["chars_per_answer"] = round(out["kept"]["chars"] / out["answered"], 3) if out["answered"] else None
         out["decode_tok_s"] = round(new_tokens / decode_s, 1) if decode_s > 0 else None
         steps = out["decode_steps"]
         out["tokens_per_step"] = round((steps + out["accepted_tokens"]) / steps, 3) if steps else None

@@ -20,6 +20,6 @@ export default tseslint.config(
   {
     // The e2e driver runs in Node.js and passes some functions to the page, where `document` exists.
     files: ['e2e/**/*.mjs'],
-    languageOptions: { globals: { process: 'readonly', document: 'readonly' } },
+    languageOptions: { globals: { process: 'readonly', document: 'readonly', getComputedStyle: 'readonly' } },
   },
 );

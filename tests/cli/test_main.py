@@ -18,6 +18,7 @@ BENCHMARKS = (
     "bench-hover",
     "bench-syntax",
     "eval-editor",
+    "eval-nes",
     "eval-lookup",
 )
 

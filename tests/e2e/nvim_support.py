@@ -224,6 +224,8 @@ def render_png(ansi: str, out: Path, title: str = "") -> None:
             for i, ch in enumerate(seg.text.translate(_EMOJI)):
                 face = font if _has_glyph(font, ch) else symbols
                 draw.text((x + i * cell_w, y + 1), ch, font=face, fill=tuple(fg))
+            if style and style.strike:
+                draw.line([x, y + cell_h // 2 + 1, x + width, y + cell_h // 2 + 1], fill=tuple(fg), width=1)
             x += width
     out.parent.mkdir(parents=True, exist_ok=True)
     img.save(out)

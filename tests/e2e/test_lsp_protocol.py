@@ -10,7 +10,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from lsp_support import Typist, document_state, inline, inline_params, lsp_session, open_doc, set_completion, stats
+from lsp_support import (
+    Typist,
+    as_dict,
+    document_state,
+    inline,
+    inline_params,
+    lsp_session,
+    open_doc,
+    set_completion,
+    stats,
+)
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
@@ -87,6 +97,24 @@ async def test_precomputed_next_suggestion_after_accept() -> None:
         after = await stats(client)
         assert [i.insert_text for i in items] == [shown]
         assert after["cache_answers"] == 1 and after["generations"] == before["generations"], "no model run needed"
+
+
+async def test_kept_text_of_partial_and_whole_accepts_is_counted() -> None:
+    """`waferline/didAcceptCompletionText`, as the clients send it for each accept of the next word, the next line
+    or the whole rest of a suggestion: the kinds and the characters kept (code points) are counted, per suggestion
+    answered too; params it cannot read are counted as nothing."""
+    async with lsp_session("vscode", fixed_text="math.pi * r * r") as client:
+        open_doc(client, URI, SOURCE)
+        nothing = {"word": 0, "line": 0, "full": 0, "chars": 0, "chars_per_answer": None}
+        assert as_dict((await stats(client))["kept"]) == nothing
+        await inline(client, URI, types.Position(line=4, character=11))
+        doc, method = {"uri": URI}, "waferline/didAcceptCompletionText"
+        for kind, text in (("word", "math"), ("word", ".pi"), ("full", " * r * r"), ("line", "é\n")):
+            client.protocol.notify(method, {"textDocument": doc, "kind": kind, "text": text})
+        client.protocol.notify(method, {"textDocument": doc, "kind": "all", "text": "x"})
+        client.protocol.notify(method, {"textDocument": doc, "kind": "word"})
+        kept = as_dict((await stats(client))["kept"])
+        assert kept == {"word": 2, "line": 1, "full": 1, "chars": 4 + 3 + 8 + 2, "chars_per_answer": 17.0}
 
 
 @pytest.mark.parametrize("editor", EDITORS)

@@ -9,6 +9,7 @@ exactly that text in the saved file, whatever the model said.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -97,14 +98,26 @@ def user_settings(server_log: Path) -> dict[str, Any]:
 @pytest.fixture
 def code_server(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
     """A code-server on loopback with the waferline extension installed, serving a copy of the fixture project."""
+    with serve_code(tmp_path, {}, {}) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serve_code(
+    tmp_path: Path, settings: dict[str, Any], files: dict[str, str]
+) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    """code-server with `settings` over the tests' user settings and `files` added to the fixture project."""
     require_tools()
     home = tmp_path / "home"
     user = home / "user-data"
     (user / "User").mkdir(parents=True)
-    (user / "User" / "settings.json").write_text(json.dumps(user_settings(tmp_path / "server.log"), indent=2))
+    merged = {**user_settings(tmp_path / "server.log"), **settings}
+    (user / "User" / "settings.json").write_text(json.dumps(merged, indent=2))
     extensions = home / "extensions"
     workspace = tmp_path / "project"
     shutil.copytree(FIXTURES / "workspace", workspace)
+    for name, text in files.items():
+        (workspace / name).write_text(text)
     env = node_env(home)
     common = ["--user-data-dir", str(user), "--extensions-dir", str(extensions)]
     subprocess.run(
@@ -142,12 +155,14 @@ def code_server(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
         log.close()
 
 
-def drive(url: str, env: dict[str, str], tmp_path: Path, **options: Any) -> dict[str, Any]:
+def drive(
+    url: str, env: dict[str, str], tmp_path: Path, driver: str = "drive-vscode.mjs", **options: Any
+) -> dict[str, Any]:
     shots = tmp_path / "screenshots"
     shots.mkdir()
     args = {"url": url, "file": "sample.py", "chromium": str(CHROMIUM), "screenshots": str(shots), **options}
     proc = subprocess.run(
-        [str(NODE_DIR / "bin" / "node"), str(VSCODE / "e2e" / "drive-vscode.mjs"), json.dumps(args)],
+        [str(NODE_DIR / "bin" / "node"), str(VSCODE / "e2e" / driver), json.dumps(args)],
         env=env, capture_output=True, text=True, timeout=300, cwd=VSCODE,
     )  # fmt: skip
     lines = proc.stdout.strip().splitlines()
@@ -216,3 +231,61 @@ def test_ghost_text_accept_status_bar_hover_and_ask_in_vscode(
     if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS"):
         for name in ("vscode-ghost-text.png", "vscode-ask.png"):
             shutil.copy(result["screenshots"] / name, IMAGES / name)
+
+
+RENAME = '''def scale(values, factor):
+    """Multiply each value by a number."""
+    scaled = [v * factor for v in values]
+    return scaled, factor
+'''
+AREA = "import math\n\n\ndef area(r):\n    return \n"
+FIXED = "math.pi * r * r"
+
+
+def stats_row(stats_text: str, name: str) -> dict[str, Any]:
+    """A row of the statistics preview (`| name | {json} |`, tab-separated once rendered), parsed."""
+    for line in stats_text.splitlines():
+        cells = [c.strip() for c in line.replace("|", "\t").split("\t") if c.strip()]
+        if len(cells) == 2 and cells[0] == name:
+            return dict(json.loads(cells[1]))
+    raise AssertionError(f"no {name} in the statistics:\n{stats_text}")
+
+
+def test_next_edit_jump_accept_chain_dismiss_and_partial_accept_in_vscode(tmp_path: Path) -> None:
+    """A renamed parameter is followed to its uses (Tab jumps, Tab accepts, twice: the chain), a second rename's
+    proposal is dismissed with Escape, a third one's dropped by moving the cursor away, and a suggestion is kept a
+    word, the rest and a line at a time, each counted by the server. The server is `waferline serve` with the
+    engine's test double (a fixed completion) so that the ghost text is known; next edits are structural and use
+    no model."""
+    wrapper = tmp_path / "waferline-fixed"
+    serve_fixed = ROOT / "tests" / "support" / "serve_fixed.py"
+    # The extension runs `<path> serve <args>`: the wrapper drops `serve` for serve_fixed.py, which takes the rest.
+    wrapper.write_text(f'#!/bin/sh\nshift\nexec {sys.executable} {serve_fixed} --text {FIXED!r} "$@"\n')
+    wrapper.chmod(0o755)
+    settings = {"waferline.server.path": str(wrapper), "waferline.nextEditDebounceMs": 50}
+    with serve_code(tmp_path, settings, {"rename.py": RENAME, "area.py": AREA}) as (url, workspace, env):
+        result = drive(url, env, tmp_path, driver="drive-next-edit.mjs", file="rename.py", renameAt="1:19",
+                       awayAt="5:1", partialFile="area.py")  # fmt: skip
+
+    assert "next edit: line 3" in result["first"] and "Tab to jump" in result["first"], result["first"]
+    assert "factor" in result["struck"], f"the old text is drawn struck through: {result['struck']}"
+    assert result["hover"] and "- " in result["hover"] and "factor" in result["hover"], result["hover"]
+    assert result["afterJump"]["cursor"].startswith("Ln 3,"), result["afterJump"]
+    assert "line 4" in result["second"], result["second"]
+    renamed_twice_more = RENAME.replace("factor", "by").replace("by", "m", 1)
+    assert (workspace / "rename.py").read_text() == renamed_twice_more, "Escape and moving away left the uses alone"
+    assert result["dismissedStruck"] == [] and result["movedAwayStruck"] == [], "nothing drawn once dropped"
+
+    counts = stats_row(result["stats"], "inlineEdit")
+    assert counts["accepted"] == 2 and counts["rejected"] == 1 and counts["ignored"] >= 1 and counts["shown"] >= 4, (
+        counts
+    )
+
+    saved = (workspace / "area.py").read_text().splitlines()
+    assert saved[4] == "    return " + FIXED, saved
+    assert saved[5] == "    " + FIXED, saved
+    kept = stats_row(result["stats"], "kept")
+    assert (kept["word"], kept["full"], kept["line"]) == (1, 1, 1), kept
+    assert kept["chars"] == 2 * len(FIXED), kept
+    if os.environ.get("WAFERLINE_UPDATE_SCREENSHOTS"):
+        shutil.copy(result["screenshots"] / "vscode-next-edit.png", IMAGES / "vscode-next-edit.png")

@@ -23,3 +23,7 @@ end, { nargs = 0, desc = 'waferline: turn completions on or off' })
 vim.api.nvim_create_user_command('WaferlineSuggest', function()
   require('waferline').suggest()
 end, { nargs = 0, desc = 'waferline: ask for a suggestion at the cursor now (as the trigger-suggestion key does)' })
+
+vim.api.nvim_create_user_command('WaferlineNextEdit', function()
+  require('waferline').next_edit()
+end, { nargs = 0, desc = 'waferline: ask for the next edit at the cursor now' })

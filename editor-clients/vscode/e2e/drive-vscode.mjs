@@ -5,7 +5,7 @@
 //
 // usage: node drive-vscode.mjs '{"url": ..., "file": "sample.py", "type": "    return", "hoverWord": "add",
 //                                "question": "...", "screenshots": "/dir", "chromium": "/usr/bin/chromium"}'
-import { chromium } from 'playwright-core';
+import { openFileWhenReady, openWorkbench, readGhost, runCommand } from './workbench.mjs';
 
 const args = JSON.parse(process.argv[2]);
 const timeout = args.timeoutMs ?? 90_000;
@@ -17,60 +17,11 @@ function step(name) {
   process.stderr.write(`[drive-vscode] ${((Date.now() - t0) / 1000).toFixed(1)} s ${name}\n`);
 }
 
-// Run a command from the palette (F1), typing only once the palette has the focus.
-async function runCommand(page, title, timeout) {
-  await page.keyboard.press('F1');
-  await page.waitForSelector('.quick-input-widget input:focus', { timeout });
-  await page.keyboard.type(title);
-  await page.waitForSelector('.quick-input-list .monaco-list-row', { timeout });
-  await page.keyboard.press('Enter');
-}
-
-// Text of the ghost text on screen: the part inline on the cursor's line, and further lines in a view zone.
-function readGhost() {
-  const text = (el) => (el.textContent ?? '').replace(/\u00a0/g, ' ');
-  const inline = Array.from(document.querySelectorAll('.view-lines .ghost-text-decoration'))
-    .map(text)
-    .join('');
-  const rest = Array.from(document.querySelectorAll('.ghost-text .view-line')).map(text);
-  return inline || rest.length ? { inline, rest } : null;
-}
-
-const browser = await chromium.launch({
-  executablePath: args.chromium,
-  headless: true,
-  // As root, and with no network beyond loopback: no sandbox, no background fetches.
-  args: [
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-});
-const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+const { browser, page } = await openWorkbench(args, timeout);
 try {
-  await page.goto(args.url);
-  await page.waitForSelector('.monaco-workbench', { timeout });
   step('workbench loaded');
-
   const status = page.locator('.statusbar-item', { hasText: 'waferline' }).first();
-  await status.waitFor({ timeout });
-  await page.getByRole('treeitem', { name: args.file }).click();
-  await page.waitForSelector('.monaco-editor .view-lines', { timeout });
-  step('file opened');
-  // The server is up when the item leaves the "starting" state (its spinner icon).
-  await page.waitForFunction(
-    () => {
-      const item = Array.from(document.querySelectorAll('.statusbar-item')).find((e) => e.textContent?.includes('waferline'));
-      return item && !item.querySelector('.codicon-loading') && !item.querySelector('.codicon-error');
-    },
-    null,
-    { timeout },
-  );
-  result.statusReady = (await status.innerText()).trim();
+  result.statusReady = await openFileWhenReady(page, args.file, timeout);
   step('server ready: ' + result.statusReady);
 
   await page.click('.monaco-editor .view-lines');

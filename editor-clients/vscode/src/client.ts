@@ -16,6 +16,9 @@ import {
 } from 'vscode-languageclient/node';
 import { type EngineState, engineStatus } from './engineState';
 import { FOCUS_NOTIFICATION, FocusReporter } from './focus';
+import { NextEdits } from './nextEditView';
+import { ACCEPT_TEXT_NOTIFICATION, type AcceptTextParams } from './partialAccept';
+import { PartialAccept } from './partialAcceptCommands';
 import { REWRITE_COMMAND, withInstruction } from './rewrite';
 import { resolveServerCommand } from './serverCommand';
 import { completionsEnabled, launchSettings, SECTION, serverOptionNames, serverSettings } from './settings';
@@ -24,6 +27,7 @@ import type { StatusBar } from './statusBar';
 export const STATS_REQUEST = 'waferline/stats';
 export const ASK_REQUEST = 'waferline/ask';
 export const ENGINE_STATE_NOTIFICATION = 'waferline/engineState';
+export const ACCEPT_COMMAND = 'waferline.accept'; // the command the server's inline completion items carry
 const NO_ENGINE = 'no engine loaded';
 
 /** The figures `waferline/stats` returns that the status bar uses (the rest is shown as is). */
@@ -51,8 +55,10 @@ export class WaferlineClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private readonly optionNames: string[];
   private sentOptions = new Set<string>(); // the option names the user had set when the server last heard
-  private readonly disposables: vscode.Disposable[] = [];
+  private readonly disposables: { dispose(): unknown }[] = [];
   private focus: FocusReporter | undefined; // tells the running server where the user is (waferline/didFocus)
+  private readonly nextEdits: NextEdits; // next-edit suggestions (nextEditView.ts)
+  private readonly partialAccept: PartialAccept; // reports the text each accept keeps (partialAcceptCommands.ts)
   /** Set by the extension: shows the ask UI when the server's own `waferline.ask` command is run. */
   askHandler: (() => Promise<void>) | undefined;
 
@@ -62,6 +68,15 @@ export class WaferlineClient implements vscode.Disposable {
     private readonly output: vscode.LogOutputChannel,
   ) {
     this.optionNames = serverOptionNames(context.extension.packageJSON);
+    this.nextEdits = new NextEdits(context, () => this.client, output);
+    this.partialAccept = new PartialAccept((document, kind, text) => {
+      const client = this.running;
+      if (client) {
+        const params: AcceptTextParams = { textDocument: { uri: client.code2ProtocolConverter.asUri(document.uri) }, kind, text };
+        void client.sendNotification(ACCEPT_TEXT_NOTIFICATION, params);
+      }
+    });
+    this.disposables.push(this.nextEdits, this.partialAccept);
     this.disposables.push(vscode.workspace.onDidChangeConfiguration((e) => {
         this.onConfigurationChanged(e);
       }),
@@ -257,6 +272,10 @@ export class WaferlineClient implements vscode.Disposable {
         if (!completionsEnabled()) {
           return null;
         }
+        const nextEdit = this.nextEdits.ghostItem(document, position); // a next edit that is an insertion here
+        if (nextEdit) {
+          return nextEdit;
+        }
         const t0 = performance.now();
         const result = await next(document, position, context, token);
         const items = Array.isArray(result) ? result : (result?.items ?? []);
@@ -270,6 +289,10 @@ export class WaferlineClient implements vscode.Disposable {
         // The server may own `waferline.ask`; run without arguments (from the palette) it gets the question UI.
         if (command === 'waferline.ask' && args.length === 0 && this.askHandler) {
           return this.askHandler();
+        }
+        if (command === ACCEPT_COMMAND && this.client) {
+          const converter = this.client.code2ProtocolConverter;
+          this.partialAccept.fullAccept(args[0], (document) => converter.asUri(document.uri));
         }
         if (command === REWRITE_COMMAND) {
           const withIt = await withInstruction(args, () => askInstruction());

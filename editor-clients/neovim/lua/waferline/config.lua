@@ -26,12 +26,23 @@ M.defaults = {
     fallback = 'auto',
     debounce_ms = 75, -- fallback only: wait this long after the last keystroke before asking
   },
-  -- Insert-mode keymaps; set one to false to leave that key alone.
+  -- Next-edit suggestions: after an edit, the server proposes the one that follows, anywhere in the buffer.
+  next_edit = {
+    enabled = true,
+    debounce_ms = 150, -- wait this long after the last change (insert or normal mode) before asking
+  },
+  -- Keymaps; set one to false to leave that key alone. Each falls through to the key's usual meaning when there is
+  -- nothing to act on.
   keymaps = {
-    accept = '<Tab>', -- accept the ghost text (falls through to a normal <Tab> when none is shown)
-    dismiss = '<C-]>', -- hide the ghost text
-    next = '<M-]>', -- next candidate (native path)
-    prev = '<M-[>', -- previous candidate (native path)
+    accept = '<Tab>', -- insert mode: accept the ghost text (falls through to a normal <Tab> when none is shown)
+    dismiss = '<C-]>', -- insert mode: hide the ghost text and the next edit
+    next = '<M-]>', -- insert mode: next candidate (native path)
+    prev = '<M-[>', -- insert mode: previous candidate (native path)
+    accept_word = '<M-Right>', -- insert mode: accept the next word of the ghost text
+    accept_line = '<M-Down>', -- insert mode: accept the next line of the ghost text
+    next_edit_jump = '<M-n>', -- insert and normal mode: jump to the next edit (on it: accept it)
+    next_edit_accept = '<M-y>', -- insert and normal mode: accept the next edit wherever the cursor is
+    next_edit_dismiss = '<M-c>', -- insert and normal mode: dismiss the next edit
   },
   ask = {
     border = 'rounded',
@@ -62,6 +73,9 @@ function M.merge(opts)
   end
   if type(merged.inline.debounce_ms) ~= 'number' or merged.inline.debounce_ms < 0 then
     error('[waferline] inline.debounce_ms must be a number of milliseconds >= 0')
+  end
+  if type(merged.next_edit.debounce_ms) ~= 'number' or merged.next_edit.debounce_ms < 0 then
+    error('[waferline] next_edit.debounce_ms must be a number of milliseconds >= 0')
   end
   if type(merged.server.args) ~= 'table' then
     error('[waferline] server.args must be a list of strings')

@@ -182,6 +182,12 @@ function M.visible(bufnr)
   return st ~= nil and st.item ~= nil and st.tick == vim.api.nvim_buf_get_changedtick(bufnr)
 end
 
+--- The suggestion on screen (see waferline.GhostState's item), or nil.
+function M.item(bufnr)
+  local st = states[(bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr]
+  return st and st.item or nil
+end
+
 --- Insert the suggestion on screen. Returns false when there is none (so a keymap can fall through).
 ---@param bufnr integer?
 ---@return boolean
@@ -191,6 +197,8 @@ function M.accept(bufnr)
     return false
   end
   local item = states[bufnr].item
+  local partial = require('waferline.partial')
+  local kept = partial.rest_of(bufnr, item.text, item.start_row, item.start_col) or item.text
   M.clear(bufnr)
   -- Deferred so that accept() can be called from an <expr> mapping, where the text may not be changed.
   vim.schedule(function()
@@ -200,6 +208,7 @@ function M.accept(bufnr)
     local last_col = (#lines == 1 and item.start_col or 0) + #lines[#lines]
     vim.api.nvim_win_set_cursor(0, { last_row + 1, last_col })
     local client = vim.lsp.get_client_by_id(item.client_id)
+    partial.report(client, bufnr, 'full', kept)
     if item.command and client then
       server.request(client, 'workspace/executeCommand', item.command, function() end, bufnr)
     end

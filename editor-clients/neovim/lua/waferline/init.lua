@@ -1,5 +1,6 @@
 -- waferline for Neovim: starts `waferline serve`, shows its inline completions as ghost text, and offers
--- :WaferlineAsk, :WaferlineStats, :WaferlineStatus, :WaferlineToggle, :WaferlineSuggest and a statusline component. All intelligence is in the server.
+-- next-edit suggestions, :WaferlineAsk, :WaferlineStats, :WaferlineStatus, :WaferlineToggle, :WaferlineSuggest,
+-- :WaferlineNextEdit and a statusline component. All intelligence is in the server.
 local config = require('waferline.config')
 local server = require('waferline.server')
 local stats = require('waferline.stats')
@@ -40,7 +41,39 @@ function M.accept()
   if M.uses_fallback() or ghost.visible(0) then -- the plugin's own ghost text (fallback, or asked for by suggest())
     return ghost.accept()
   end
-  return vim.lsp.inline_completion ~= nil and vim.lsp.inline_completion.get() or false
+  return vim.lsp.inline_completion ~= nil and require('waferline.partial').accept_native() or false
+end
+
+--- Accept the next word (`kind` "word") or line ("line") of the suggestion on screen; false when there is none.
+---@param kind 'word'|'line'
+---@return boolean
+function M.accept_partial(kind)
+  return require('waferline.partial').accept(kind)
+end
+
+--- Jump to the next edit on screen, or accept it when the cursor is on it; false when none is shown.
+---@return boolean
+function M.next_edit_jump()
+  return require('waferline.nextedit').jump(0)
+end
+
+--- Accept the next edit on screen wherever the cursor is; false when none is shown.
+---@return boolean
+function M.next_edit_accept()
+  return require('waferline.nextedit').accept(0)
+end
+
+--- Dismiss the next edit on screen; false when none is shown.
+---@return boolean
+function M.next_edit_dismiss()
+  return require('waferline.nextedit').dismiss(0)
+end
+
+--- Ask for the next edit at the cursor now (:WaferlineNextEdit).
+function M.next_edit()
+  if M.enabled() then
+    require('waferline.nextedit').request(vim.api.nvim_get_current_buf(), config.options)
+  end
 end
 
 --- Ask for a suggestion now, as the editor's "trigger suggestion" key does (LSP triggerKind 1): the server may
@@ -51,8 +84,9 @@ function M.suggest()
   end
 end
 
---- Hide the suggestion on screen.
+--- Hide the suggestion and the next edit on screen.
 function M.dismiss()
+  require('waferline.nextedit').dismiss(0)
   if M.uses_fallback() then
     require('waferline.ghost').clear()
   elseif vim.lsp.inline_completion then
@@ -72,11 +106,32 @@ end
 --- Insert-mode keymaps in a buffer waferline serves. A key with no suggestion on screen does what it did before.
 local function map_keys(bufnr)
   local keys = config.options.keymaps
-  local function map(lhs, fn, desc)
+  local function map(lhs, fn, desc, modes)
     if lhs then
-      vim.keymap.set('i', lhs, fn, { buffer = bufnr, expr = true, silent = true, desc = desc })
+      vim.keymap.set(modes or 'i', lhs, fn, { buffer = bufnr, expr = true, silent = true, desc = desc })
     end
   end
+  --- A key that acts when `fn` returns true and otherwise does what it did before.
+  local function or_key(lhs, fn)
+    return function()
+      if fn() then
+        return ''
+      end
+      return vim.api.nvim_replace_termcodes(lhs, true, true, true)
+    end
+  end
+  map(keys.accept_word, or_key(keys.accept_word, function()
+    return M.accept_partial('word')
+  end), 'waferline: accept the next word of the suggestion')
+  map(keys.accept_line, or_key(keys.accept_line, function()
+    return M.accept_partial('line')
+  end), 'waferline: accept the next line of the suggestion')
+  map(keys.next_edit_jump, or_key(keys.next_edit_jump, M.next_edit_jump),
+    'waferline: jump to the next edit (on it: accept it)', { 'n', 'i' })
+  map(keys.next_edit_accept, or_key(keys.next_edit_accept, M.next_edit_accept), 'waferline: accept the next edit',
+    { 'n', 'i' })
+  map(keys.next_edit_dismiss, or_key(keys.next_edit_dismiss, M.next_edit_dismiss), 'waferline: dismiss the next edit',
+    { 'n', 'i' })
   map(keys.accept, function()
     if M.accept() then
       return ''
@@ -101,6 +156,7 @@ end
 
 local function on_attach(bufnr)
   map_keys(bufnr)
+  require('waferline.nextedit').attach(bufnr, config.options)
   require('waferline.focus').notify(bufnr) -- the buffer entered before the client attached: where its cursor is
   if M.uses_fallback() then
     require('waferline.ghost').attach(bufnr, config.options)
@@ -206,6 +262,7 @@ function M.setup(opts)
       local client = vim.lsp.get_client_by_id(ev.data.client_id)
       if client and client.name == server.name then
         require('waferline.ghost').detach(ev.buf)
+        require('waferline.nextedit').detach(ev.buf)
       end
     end,
   })

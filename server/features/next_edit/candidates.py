@@ -1,0 +1,59 @@
+"""The structural candidates, cheapest and most specific first; each yields only edits that are exact.
+
+1. a changed function signature whose call sites no longer match (features/next_edit/signature.py);
+2. a renamed identifier whose other occurrences in its scope carry the old name (features/next_edit/rename.py);
+3. the same textual substitution on sibling lines (features/next_edit/substitution.py).
+
+They read the document's own tree (Python scopes for the first two; the third is text and works in any language);
+`others` are the other open documents, where a signature's call sites may be too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from waferline.server.features.next_edit.history import EditEvent, map_offset
+from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
+from waferline.server.features.next_edit.signature import call_site_edits, other_document_edits, signature_change
+from waferline.server.features.next_edit.source import Edit, Source
+from waferline.server.features.next_edit.substitution import substitution_edits
+
+if TYPE_CHECKING:
+    from waferline.server.document import Document
+
+
+@dataclass(frozen=True)
+class Candidate:
+    edit: Edit
+    source: str  # "rename", "signature", "substitution"
+    others: tuple[Edit, ...] = ()  # edits of other documents that belong with it
+
+
+def structural_candidates(
+    src: Source, uri: str, language_id: str, start: int, end: int, event: EditEvent, later: list[EditEvent],
+    accepted: list[EditEvent], cursor: int, others: Mapping[str, Document],
+) -> Iterator[Candidate]:  # fmt: skip
+    """Candidates after the user's `event`, whose new text is now `[start, end)`; `later` are the events since,
+    `accepted` those of them that were accepted suggestions (a chain): the nearest first."""
+    chained = frozenset(
+        at for i, e in enumerate(later) if e in accepted and (at := map_offset(e.start, later[i + 1 :])) is not None
+    )
+    if language_id == "python":
+        renamed = renamed_identifier(src, start, end, event, chained)
+        if renamed is not None:
+            edits = rename_edits(src, renamed)
+            at = src.offset(renamed.node.start_byte)
+            for e in [e for e in edits if e.start > at] + [e for e in edits if e.start <= at]:
+                yield Candidate(e, "rename")
+        change = signature_change(src, start, end, event)
+        if change is not None:
+            elsewhere = tuple(other_document_edits(change, uri, others))
+            here = call_site_edits(src, change, chained)
+            for e in here:
+                yield Candidate(e, "signature", elsewhere)
+            if not here and elsewhere:
+                yield Candidate(elsewhere[0], "signature", elsewhere[1:])
+    for e in substitution_edits(src, language_id, start, end, event):
+        yield Candidate(e, "substitution")

@@ -1,0 +1,78 @@
+"""The repeated-substitution candidate: the user changed a fragment of one line, and the sibling lines that hold the
+same fragment get the same change (`.iteritems()` -> `.items()`, `assertEquals(` -> `assertEqual(`, `np.float` ->
+`np.float64` down a block of similar lines).
+
+The fragment is the user's edit widened to whole words on both sides, so `iter` deleted from `.iteritems()` is
+`iteritems` -> `items`; a sibling line is one of the block around the edited line (same indentation, no blank line
+between, at most MAX_DISTANCE lines away) that holds the old fragment as whole words. The nearest sibling below is
+proposed first, then above; after it is accepted the next request proposes the next one. Text only, so any language;
+in Python a fragment that is a bare variable name is left to the rename candidate, which knows its scope.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from waferline.server.features.next_edit.history import EditEvent
+from waferline.server.features.next_edit.scopes import is_name
+from waferline.server.features.next_edit.source import Edit, Source
+
+MAX_DISTANCE = 30  # lines: a substitution further away is a different task
+_WORD = re.compile(r"\w")
+
+
+def substitution(src: Source, start: int, end: int, event: EditEvent) -> tuple[str, str, int] | None:
+    """(old fragment, new fragment, where the new one starts) of a one-line edit whose new text is `[start, end)`."""
+    text = src.text
+    if "\n" in event.old or "\n" in event.new or "\n" in text[start:end]:
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    a, b = start, end
+    while a > line_start and _WORD.match(text[a - 1]):
+        a -= 1
+    while b < line_end and _WORD.match(text[b]):
+        b += 1
+    old = text[a:start] + event.old + text[end:b]
+    new = text[a:b]
+    if not old.strip() or old == new or old.strip() == new.strip():
+        return None
+    return old, new, a
+
+
+def substitution_edits(src: Source, language_id: str, start: int, end: int, event: EditEvent) -> Iterator[Edit]:
+    found = substitution(src, start, end, event)
+    if found is None:
+        return
+    old, new, fragment_at = found
+    line_start = src.text.rfind("\n", 0, fragment_at) + 1
+    bare = re.fullmatch(r"[^\W\d]\w*", old) is not None
+    if language_id == "python" and bare:
+        node = src.node_at(start, end)
+        if node is not None and is_name(node):
+            return
+    dotted = bare and fragment_at > 0 and src.text[fragment_at - 1] == "."
+    lines = src.text.split("\n")
+    here = src.text.count("\n", 0, line_start)
+    indent = _indent(lines[here])
+    pattern = re.compile(("" if not _WORD.match(old[0]) else r"(?<!\w)") + re.escape(old) +
+                         ("" if not _WORD.match(old[-1]) else r"(?!\w)"))  # fmt: skip
+    starts = [0]
+    for ln in lines[:-1]:
+        starts.append(starts[-1] + len(ln) + 1)
+    for direction in (1, -1):
+        i = here + direction
+        while 0 <= i < len(lines) and abs(i - here) <= MAX_DISTANCE:
+            if not lines[i].strip() or _indent(lines[i]) != indent:
+                break
+            for m in pattern.finditer(lines[i]):
+                if not bare or (m.start() > 0 and lines[i][m.start() - 1] == ".") == dotted:
+                    yield Edit(starts[i] + m.start(), starts[i] + m.end(), new)
+                    break
+            i += direction
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]

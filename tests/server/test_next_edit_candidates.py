@@ -1,0 +1,210 @@
+"""The structural next-edit candidates and the filters, in process (server/features/next_edit/): each case edits a
+document as a user would, then follows the chain of suggestions to its end and checks the whole file."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from waferline.server.document import Document, readable_change
+from waferline.server.features.next_edit.feature import NextEdits
+from waferline.server.features.next_edit.filters import refusal
+from waferline.server.features.next_edit.history import EditEvent
+from waferline.server.features.next_edit.source import Edit
+
+URI = "file:///p/shapes.py"
+
+
+class Session:
+    def __init__(self, text: str, language_id: str = "python", others: dict[str, str] | None = None) -> None:
+        self.doc = Document.open(URI, language_id, text, version=1)
+        self.documents = {URI: self.doc}
+        for uri, other in (others or {}).items():
+            self.documents[uri] = Document.open(uri, "python", other, version=1)
+        self.next_edits = NextEdits(self.documents)
+
+    def replace(self, start: int, end: int, new: str) -> None:
+        d = self.doc
+        before, version = d.text.text, d.text.version
+        change = d.text.apply_change((d.text.position_at(start), d.text.position_at(end)), new)
+        d.syntax.apply(readable_change(change))
+        d.text.version = version + 1
+        self.next_edits.changed(d, version, [(before, change)])
+
+    def edit(self, needle: str, old: str, new: str) -> None:
+        """Replace `old` inside the first `needle` of the text, one character typed at a time over a selection."""
+        at = self.doc.text.text.index(needle) + needle.index(old)
+        self.replace(at, at + len(old), new[:1])
+        for i, ch in enumerate(new[1:]):
+            self.replace(at + 1 + i, at + 1 + i, ch)
+
+    def ask(self) -> Edit | None:
+        proposals = asyncio.run(self.next_edits.answer(self.doc, self.doc.text.version, 0))
+        return proposals[0].edit if proposals else None
+
+    def follow(self, limit: int = 30) -> str:
+        for _ in range(limit):
+            proposals = asyncio.run(self.next_edits.answer(self.doc, self.doc.text.version, 0))
+            if not proposals:
+                break
+            p = proposals[0]
+            self.replace(p.edit.start, p.edit.end, p.edit.new)
+            self.next_edits.accept(p.id)
+        return self.doc.text.text
+
+
+SHAPES = """import math
+
+
+def area(value, scale=2):
+    total = value * value
+
+    def inner(value):
+        return value + total
+
+    return total * scale + value.real + inner(value)
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+    def norm(self):
+        return math.hypot(self.x, self.y)
+
+    def scaled(self, k):
+        return Point(self.x * k, self.y * k).norm() + self.norm()
+"""
+
+
+@pytest.mark.parametrize(
+    ("needle", "old", "new", "expected"),
+    [
+        ("area(value", "value", "amount", SHAPES.replace("value * value", "amount * amount")
+         .replace("value.real + inner(value)", "amount.real + inner(amount)").replace("area(value", "area(amount")),
+        ("total = ", "total", "t", SHAPES.replace("total", "t")),
+        ("self.x = x", "x", "left", SHAPES.replace("self.x", "self.left")),
+        ("def norm", "norm", "length", SHAPES.replace("def norm", "def length").replace("self.norm()",
+                                                                                           "self.length()")),
+    ],
+)  # fmt: skip
+def test_rename_followed_to_the_whole_file(needle: str, old: str, new: str, expected: str) -> None:
+    s = Session(SHAPES)
+    s.edit(needle, old, new)
+    assert s.follow() == expected
+
+
+def test_a_changed_use_is_not_a_rename() -> None:
+    s = Session(SHAPES)
+    s.edit("total * scale", "total", "scale")  # the new name exists: the user meant another variable
+    assert s.ask() is None
+    s = Session("def f(a):\n    b = a\n    return a + b\n")
+    s.edit("return a", "a", "c")  # a use after the binding: which variable it reads changed
+    assert s.ask() is None
+
+
+def test_rename_outside_python_is_not_proposed() -> None:
+    s = Session("function f(value) { return value; }\n", "javascript")
+    s.edit("f(value", "value", "amount")
+    assert s.ask() is None
+
+
+SIGNATURE = """def area(w, h):
+    return w * h
+
+
+def main(w, h, depth):
+    print(area(w, h))
+    return area(1, 2) + area(w, h=h)
+"""
+
+
+def _signature(header: str, calls: str, body: str = "w * h") -> str:
+    return f"def {header}:\n    return {body}\n\n\ndef main(w, h, depth):\n{calls}"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("w, h", "w, h, depth", _signature("area(w, h, depth)",
+         "    print(area(w, h, depth))\n    return area(1, 2, depth) + area(w, h=h, depth=depth)\n")),
+        ("w, h", "w", _signature("area(w)", "    print(area(w))\n    return area(1) + area(w)\n")),
+        ("h", "height", _signature("area(w, height)",
+         "    print(area(w, h))\n    return area(1, 2) + area(w, height=h)\n", "w * height")),
+        ("w, h", "h, w", _signature("area(h, w)", "    print(area(h, w))\n    return area(2, 1) + area(w, h=h)\n")),
+    ],
+)  # fmt: skip
+def test_signature_change_fixes_the_calls(old: str, new: str, expected: str) -> None:
+    s = Session(SIGNATURE)
+    s.edit("area(w, h)", old, new)
+    assert s.follow() == expected
+
+
+def test_added_parameter_without_a_caller_variable_is_left_alone() -> None:
+    s = Session("def f(a):\n    return a\n\n\nprint(f(1))\n")
+    s.edit("f(a)", "a", "a, b")
+    assert s.ask() is None, "b is not known at the call site"
+
+
+def test_signature_change_in_other_open_documents_goes_with_the_code_action() -> None:
+    other = "file:///p/main.py"
+    s = Session(
+        "def area(w, h):\n    return w * h\n", others={other: "from pkg.shapes import area\n\nx = area(1, 2)\n"}
+    )
+    s.edit("area(w, h)", "w, h", "w")
+    assert s.ask() is None, "no edit of this document: nothing for the request"
+    proposal = s.next_edits.propose(s.doc, 0, for_action=True)
+    assert proposal is not None and proposal.edit.uri == other
+    text = s.documents[other].text.text
+    e = proposal.edit
+    assert text[: e.start] + e.new + text[e.end :] == "from pkg.shapes import area\n\nx = area(1)\n"
+
+
+def test_substitution_on_sibling_lines() -> None:
+    text = "def t(self):\n    self.assertEquals(a, 1)\n    self.assertEquals(b, 2)\n\n    self.assertEquals(c, 3)\n"
+    s = Session(text)
+    at = text.index("Equals") + 5
+    s.replace(at, at + 1, "")
+    assert s.follow() == text.replace("assertEquals", "assertEqual", 2), "the block ends at the blank line"
+
+
+def test_substitution_in_any_language() -> None:
+    text = 'x := m.Get("a")\ny := m.Get("b")\n'
+    s = Session(text, "go")
+    s.edit("m.Get", "Get", "Lookup")
+    assert s.follow() == text.replace("Get", "Lookup")
+
+
+def test_rejected_edit_is_not_offered_again_at_that_version() -> None:
+    s = Session(SHAPES)
+    s.edit("total = ", "total", "t")
+    first = asyncio.run(s.next_edits.answer(s.doc, s.doc.text.version, 0))[0]
+    s.next_edits.end(first.id, "rejected")
+    second = s.ask()
+    assert second is not None and second.start != first.edit.start
+
+
+TEXT = "import os\nx = compute(1)\ny = 2\n"
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (Edit(14, 21, "compute"), "no-op"),
+        (Edit(13, 14, "  "), "whitespace only"),
+        (Edit(7, 9, "sys"), "import lines only"),
+        (Edit(14, 21, "compute(1"), "breaks the parse"),
+    ],
+)
+def test_filters(edit: Edit, reason: str) -> None:
+    assert refusal(TEXT, edit, "python", None, None, parsed=True) == reason
+
+
+def test_filters_against_the_last_edit() -> None:
+    # the user just typed "compute" over "calc": [14, 21) is their new text
+    last = EditEvent(14, "calc", "compute", 0.0)
+    assert refusal(TEXT, Edit(14, 21, "calc"), "python", last, (14, 21), True) == "undoes the last edit"
+    assert refusal(TEXT, Edit(14, 21, ""), "python", last, (14, 21), True) == "deletes what was just inserted"
+    assert refusal(TEXT, Edit(26, 27, "3"), "python", last, (14, 21), True) is None
