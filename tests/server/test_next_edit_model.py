@@ -7,7 +7,12 @@ import math
 from waferline.engine.api import Completion
 from waferline.server.features.next_edit.history import EditEvent
 from waferline.server.features.next_edit.model import (
-    WINDOW_LINES, converged_at, history_comment, rewrite_edit, rewrite_request, window_at,
+    WINDOW_LINES,
+    converged_at,
+    history_comment,
+    rewrite_edit,
+    rewrite_request,
+    window_at,
 )  # fmt: skip
 
 TEXT = "".join(f"line{i}\n" for i in range(20))
