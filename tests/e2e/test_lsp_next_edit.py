@@ -300,3 +300,16 @@ async def test_signature_change_fixes_other_open_documents_in_one_code_action() 
             13,
             "",
         )
+
+
+async def test_full_text_change_is_diffed_into_the_history() -> None:
+    """A client that sends whole texts (TextDocumentContentChangeWholeDocument): the rename is still seen."""
+    async with lsp_session("vscode", fixed_text="x") as client:
+        doc = Client(client, URI, SOURCE)
+        doc.text, doc.version = SOURCE.replace("area(value", "area(amount"), doc.version + 1
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=doc.version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=doc.text)],
+        ))  # fmt: skip
+        (edit,) = await doc.next_edit(doc.position(doc.text.index("amount") + 6))
+        assert edit["text"] == "amount" and edit["range"]["start"]["line"] == 2
