@@ -271,3 +271,45 @@ async def test_model_answer_for_a_version_that_moved_on_is_not_returned() -> Non
         assert edit["textDocument"]["version"] == doc.version
         s = as_dict((await stats(client))["inlineEdit"])
         assert s["stale"] >= 1 and s["cancelled"] >= 1
+
+
+async def test_signature_change_fixes_other_open_documents_in_one_code_action() -> None:
+    main_uri = "file:///tmp/waferline-test/main.py"
+    async with lsp_session("vscode", fixed_text="x") as client:
+        doc = Client(client, URI, "def area(w, h):\n    return w * h\n\n\nprint(area(1, 2))\n")
+        other = Client(client, main_uri, "from pkg.shapes import area\n\nx = area(3, 4)\n")
+        at = doc.text.index(", h)")
+        doc.replace(at + 2, at + 3, "")  # area(w, h) -> area(w, ) -> area(w)
+        doc.replace(at, at + 2, "")
+        (edit,) = await doc.next_edit(doc.position(at))
+        assert edit["text"] == "" and edit["range"]["start"]["line"] == 4  # the call in this file: "1, 2" -> "1"
+        cursor = doc.position(at)
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=URI), range=types.Range(start=cursor, end=cursor),
+            context=types.CodeActionContext(diagnostics=[]),
+        ))  # fmt: skip
+        (predicted,) = [a for a in actions or [] if getattr(a, "title", None) == "Apply the predicted edit"]
+        assert isinstance(predicted, types.CodeAction) and predicted.edit is not None
+        changes = {c.text_document.uri: c for c in predicted.edit.document_changes or []}  # type: ignore[union-attr]
+        assert set(changes) == {URI, main_uri}
+        assert changes[main_uri].text_document.version == other.version
+        (fix,) = changes[main_uri].edits
+        assert (fix.range.start.line, fix.range.start.character, fix.range.end.character, fix.new_text) == (
+            2,
+            10,
+            13,
+            "",
+        )
+
+
+async def test_full_text_change_is_diffed_into_the_history() -> None:
+    """A client that sends whole texts (TextDocumentContentChangeWholeDocument): the rename is still seen."""
+    async with lsp_session("vscode", fixed_text="x") as client:
+        doc = Client(client, URI, SOURCE)
+        doc.text, doc.version = SOURCE.replace("area(value", "area(amount"), doc.version + 1
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=doc.version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=doc.text)],
+        ))  # fmt: skip
+        (edit,) = await doc.next_edit(doc.position(doc.text.index("amount") + 6))
+        assert edit["text"] == "amount" and edit["range"]["start"]["line"] == 2

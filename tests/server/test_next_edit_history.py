@@ -62,7 +62,9 @@ def test_full_text_change_is_diffed_into_edits() -> None:
     h = EditHistory()
     h.record_full(before, after, version=2, now=0.0)
     assert undo_all(h, after) == before
-    assert all(len(e.old) + len(e.new) < 10 for e in h.events), "not one replacement of everything"
+    assert [(e.start, e.old, e.new) for e in h.events] == [(6, "value", "amount"), (31, "", " + 1")], (
+        "a retyped word is one edit (not 'v' deleted and 'lue' -> 'mount'), and not one replacement of everything"
+    )
 
 
 def test_bounded_by_count_and_by_characters() -> None:

@@ -22,6 +22,7 @@ MAX_EVENTS = 16
 MAX_CHARS = 8_000  # old + new text kept over all events (about 2,000 tokens of the shipped model's tokenizer)
 MAX_CHAIN = 1024  # accepted suggestions kept after the user's newest edit (a rename through a long file)
 MAX_DIFF_CHARS = 200_000  # a full-text change of a larger document is recorded as one replacement, not diffed
+JOIN_GAP = 8  # a diff's changes this close on one line are one edit (a word retyped shares letters with the old)
 
 
 @dataclass(frozen=True)
@@ -107,10 +108,16 @@ class EditHistory:
             self.record(0, before, after, version=version, now=now)
             return
         matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-        shift = 0
+        groups: list[list[int]] = []  # [i1, i2, j1, j2] of changes, those close together on a line joined
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
                 continue
+            if groups and i1 - groups[-1][1] <= JOIN_GAP and "\n" not in before[groups[-1][1] : i1]:
+                groups[-1][1], groups[-1][3] = i2, j2  # "value" -> "amount" is one edit, not "v" and "lue"
+            else:
+                groups.append([i1, i2, j1, j2])
+        shift = 0
+        for i1, i2, j1, j2 in groups:
             self.record(i1 + shift, before[i1:i2], after[j1:j2], version=version, now=now)
             shift += (j2 - j1) - (i2 - i1)
 

@@ -11,6 +11,7 @@ fallbacks for clients that do not send it (docs/next-edit.md has the contract).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -29,6 +30,7 @@ DID_SHOW_METHOD = "textDocument/didShowInlineEdit"
 DID_END_METHOD = "waferline/didEndInlineEdit"
 ACCEPT_COMMAND = "waferline.acceptInlineEdit"
 ACTION_TITLE = "Apply the predicted edit"
+log = logging.getLogger(__name__)
 
 
 async def inline_edit(ls: WaferlineServer, params: Any) -> dict[str, Any]:
@@ -92,7 +94,7 @@ def inline_fallback(ls: WaferlineServer, doc: Document, offset: int) -> types.In
     before the cursor, as an inline completion item (its range reaches the cursor, as clients require)."""
     if ls.next_edits.client_requests or not ls.options.next_edit:
         return None
-    proposal = ls.next_edits.propose(doc, offset)
+    proposal = _propose_quietly(ls, doc, offset, for_action=False)
     if proposal is None or proposal.others:
         return None
     e, text = proposal.edit, doc.text
@@ -115,7 +117,7 @@ def code_actions(ls: WaferlineServer, params: types.CodeActionParams) -> list[ty
     doc = ls.documents.get(params.text_document.uri)
     if doc is None:
         return []
-    proposal = ls.next_edits.propose(doc, ls.offset_of(doc, params.range.start), for_action=True)
+    proposal = _propose_quietly(ls, doc, ls.offset_of(doc, params.range.start), for_action=True)
     if proposal is None:
         return []
     ls.next_edits.counters.add("codeActions")
@@ -126,6 +128,16 @@ def code_actions(ls: WaferlineServer, params: types.CodeActionParams) -> list[ty
     action = types.CodeAction(title=ACTION_TITLE, kind=types.CodeActionKind.RefactorRewrite)
     action.edit = _workspace_edit(ls, edits)
     return [action]
+
+
+def _propose_quietly(ls: WaferlineServer, doc: Document, offset: int, *, for_action: bool) -> Proposal | None:
+    """A fallback's proposal: a bug in a candidate must not cost the inline completion or the code actions it rides
+    along with (the next-edit request itself lets it through, as an internal error)."""
+    try:
+        return ls.next_edits.propose(doc, offset, for_action=for_action)
+    except Exception:
+        log.exception("next-edit candidate failed for %s (the fallback is skipped)", doc.uri)
+        return None
 
 
 def _workspace_edit(ls: WaferlineServer, edits: dict[str, list[Edit]]) -> types.WorkspaceEdit:
