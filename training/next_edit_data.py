@@ -1,6 +1,6 @@
 """Training rows for the next-edit objective: after an edit, rewrite the lines around the cursor as they should be.
 
-The rows have the layout the server's model candidate asks with (server/features/next_edit/model.py, imported
+The rows have the layout the server's model candidate asks with (syntax/next_edit_prompt.py, imported
 here so training and serving cannot drift apart): the user's recent edits as comment lines, the file before the
 editable window, the file after it, and as the middle to learn the window *after* the next edit. Two sources:
 
@@ -26,8 +26,8 @@ import symtable
 import time
 from typing import Any
 
-from waferline.server.features.next_edit.history import EditEvent
-from waferline.server.features.next_edit.model import history_comment, window_at
+from waferline.syntax.edit_history import EditEvent
+from waferline.syntax.next_edit_prompt import history_comment, window_at
 
 
 def row(text_after_history: str, cursor: int, target_text: str, events: list[EditEvent], kind: str) -> dict[str, Any]:

@@ -10,8 +10,8 @@ import pytest
 from waferline.server.document import Document, readable_change
 from waferline.server.features.next_edit.feature import NextEdits
 from waferline.server.features.next_edit.filters import refusal
-from waferline.server.features.next_edit.history import EditEvent
 from waferline.server.features.next_edit.source import Edit
+from waferline.syntax.edit_history import EditEvent
 
 URI = "file:///p/shapes.py"
 

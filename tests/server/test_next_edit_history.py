@@ -1,10 +1,10 @@
-"""The per-document edit history of next-edit suggestions (server/features/next_edit/history.py)."""
+"""The per-document edit history of next-edit suggestions (server/syntax/edit_history.py)."""
 
 from __future__ import annotations
 
 import random
 
-from waferline.server.features.next_edit.history import MAX_EVENTS, EditHistory, map_offset
+from waferline.syntax.edit_history import MAX_EVENTS, EditHistory, map_offset
 
 
 def undo_all(history: EditHistory, text: str) -> str:

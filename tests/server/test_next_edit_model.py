@@ -5,15 +5,9 @@ from __future__ import annotations
 import math
 
 from waferline.engine.api import Completion
-from waferline.server.features.next_edit.history import EditEvent
-from waferline.server.features.next_edit.model import (
-    WINDOW_LINES,
-    converged_at,
-    history_comment,
-    rewrite_edit,
-    rewrite_request,
-    window_at,
-)  # fmt: skip
+from waferline.server.features.next_edit.model import converged_at, rewrite_edit, rewrite_request
+from waferline.syntax.edit_history import EditEvent
+from waferline.syntax.next_edit_prompt import WINDOW_LINES, history_comment, window_at
 
 TEXT = "".join(f"line{i}\n" for i in range(20))
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from waferline.server.features.next_edit.history import EditEvent, map_offset
 from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
 from waferline.server.features.next_edit.signature import call_site_edits, other_document_edits, signature_change
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.features.next_edit.substitution import substitution_edits
+from waferline.syntax.edit_history import EditEvent, map_offset
 
 if TYPE_CHECKING:
     from waferline.server.document import Document

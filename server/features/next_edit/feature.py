@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 from waferline.server.features.next_edit.candidates import Candidate, structural_candidates
 from waferline.server.features.next_edit.filters import refusal
-from waferline.server.features.next_edit.history import EditEvent, EditHistory, map_offset
-from waferline.server.features.next_edit.model import rewrite_edit, rewrite_request, window_at
+from waferline.server.features.next_edit.model import rewrite_edit, rewrite_request
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.shedding import Tickets
 from waferline.server.stats import percentile
+from waferline.syntax.edit_history import EditEvent, EditHistory, map_offset
+from waferline.syntax.next_edit_prompt import window_at
 from waferline.syntax.text import TextChange
 
 if TYPE_CHECKING:

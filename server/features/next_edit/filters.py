@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from waferline.server.features.next_edit.history import EditEvent
 from waferline.server.features.next_edit.source import Edit
+from waferline.syntax.edit_history import EditEvent
 from waferline.syntax.parse_check import parse_errors
 
 _IMPORT = {

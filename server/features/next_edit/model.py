@@ -3,11 +3,12 @@ cursor, with the old window as its speculative draft, and where its text departs
 
 The window is the cursor's line and WINDOW_LINES lines on each side (whole lines). The prompt is the file with the
 window left out as the middle of a fill-in-the-middle request, preceded by the document's recent edits as comment
-lines (features/next_edit/history.py, newest last), so the model writes the window as it should be now. The old
-window goes with the request as its `draft` (EditRequest.draft: engine/speculate.py verifies it several tokens per
-step, and prompt lookup re-aligns the draft after a change), so a window the model keeps as it is costs a few
-steps, not one step per token. Generation stops when the text re-converges with the old window for CONVERGED_LINES
-lines after it departed from it (the rest of the window is the old text), or at the window's end.
+lines (syntax/edit_history.py, laid out by syntax/next_edit_prompt.py, newest last), so the model writes the window
+as it should be now. The old window goes with the request as its `draft` (EditRequest.draft: engine/speculate.py
+verifies it several tokens per step, and prompt lookup re-aligns the draft after a change), so a window the model
+keeps as it is costs a few steps, not one step per token. Generation stops when the text re-converges with the old
+window for CONVERGED_LINES lines after it departed from it (the rest of the window is the old text), or at the
+window's end.
 
 The edit is the old and new window with their common start and end trimmed; it is shown only when the model's
 confidence in the tokens that changed (the geometric mean of their probabilities) reaches `nextEditMinConfidence`,
@@ -18,53 +19,13 @@ objective (docs/next-edit.md, "How the model would learn it"), which is why the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from waferline.engine.api import Completion, EditRequest
-from waferline.server.features.next_edit.history import EditEvent
 from waferline.server.features.next_edit.source import Edit
-from waferline.syntax.languages import line_comment
+from waferline.syntax.edit_history import EditEvent
+from waferline.syntax.next_edit_prompt import Window, history_comment
 
-WINDOW_LINES = 5
 CONVERGED_LINES = 2
-HISTORY_EVENTS = 6  # of the user's newest edits, rendered into the prompt
-HISTORY_CHARS = 1_200
-
-
-@dataclass(frozen=True)
-class Window:
-    start: int  # str offsets of the whole lines the model rewrites
-    end: int
-    old: str
-
-
-def window_at(text: str, offset: int) -> Window:
-    line_start = text.rfind("\n", 0, offset) + 1
-    start = line_start
-    for _ in range(WINDOW_LINES):
-        if start == 0:
-            break
-        start = text.rfind("\n", 0, start - 1) + 1
-    end = offset
-    for _ in range(WINDOW_LINES + 1):
-        nl = text.find("\n", end)
-        if nl < 0:
-            end = len(text)
-            break
-        end = nl + 1
-    return Window(start, end, text[start:end])
-
-
-def history_comment(events: list[EditEvent], language_id: str) -> str:
-    """The user's recent edits as comment lines the prompt starts with: `- old` / `+ new` per edit."""
-    mark = line_comment(language_id)
-    lines: list[str] = []
-    for e in events[-HISTORY_EVENTS:]:
-        lines.append(f"{mark} edit:")
-        lines += [f"{mark} - {ln}" for ln in e.old.splitlines()[:4]]
-        lines += [f"{mark} + {ln}" for ln in e.new.splitlines()[:4]]
-    text = "\n".join(lines)
-    return (text[-HISTORY_CHARS:] + "\n") if text else ""
 
 
 def rewrite_request(session_id: str, text: str, w: Window, events: list[EditEvent], language_id: str,

@@ -1,6 +1,6 @@
 """The renamed-identifier candidate: the user renamed one occurrence of a name, the others in its scope follow.
 
-From the user's last edit (features/next_edit/history.py), mapped through the accepted suggestions after it: the
+From the user's last edit (syntax/edit_history.py), mapped through the accepted suggestions after it: the
 identifier it lies in now (`amount`) and the same identifier with the edit undone (`value`). When the old name was
 a variable of a scope (a parameter, a local, a module-level name, a function or class), an attribute of `self`
 (or of one variable, within its function) or a method, every other occurrence of it in that scope still carrying
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from waferline.server.features.next_edit.history import EditEvent
 from waferline.server.features.next_edit.scopes import (
     enclosing_function,
     in_parameters,
@@ -26,6 +25,7 @@ from waferline.server.features.next_edit.scopes import (
     scope_of,
 )  # fmt: skip
 from waferline.server.features.next_edit.source import Edit, Source, enclosing
+from waferline.syntax.edit_history import EditEvent
 
 IDENTIFIER = re.compile(r"[^\W\d]\w*\Z")
 

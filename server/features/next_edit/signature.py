@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from waferline.server.features.next_edit.history import EditEvent
 from waferline.server.features.next_edit.scopes import binds, enclosing_function, is_name, scope_of
 from waferline.server.features.next_edit.source import Edit, Source, enclosing, walk
+from waferline.syntax.edit_history import EditEvent
 
 if TYPE_CHECKING:
     from waferline.server.document import Document

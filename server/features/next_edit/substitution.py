@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from waferline.server.features.next_edit.history import EditEvent
 from waferline.server.features.next_edit.scopes import is_name
 from waferline.server.features.next_edit.source import Edit, Source
+from waferline.syntax.edit_history import EditEvent
 
 MAX_DISTANCE = 30  # lines: a substitution further away is a different task
 _WORD = re.compile(r"\w")
