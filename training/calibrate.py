@@ -60,17 +60,42 @@ def calibrate(records: Sequence[dict[str, Any]], fitted_on: str) -> Calibration:
 
 
 def curve(
-    confidences: Sequence[float | None], right: Sequence[bool], thresholds: Sequence[float]
+    confidences: Sequence[float | None],
+    right: Sequence[bool],
+    thresholds: Sequence[float],
+    kept: Sequence[int] | None = None,
 ) -> list[dict[str, float]]:
-    """For each threshold: shown rate (over all requests), exact match when shown, exact match over all."""
+    """For each threshold: shown rate (over all requests), exact match when shown, exact match over all; with `kept`
+    (characters a word-by-word accept keeps of each suggestion) also kept characters per shown suggestion and per
+    100 requests: what users keep, which a gate may be chosen by as well as by exact match."""
     n = max(len(confidences), 1)
+    counted = kept is not None
+    kept = [0] * len(confidences) if kept is None else kept
     out = []
     for t in thresholds:
-        shown = [r for c, r in zip(confidences, right, strict=True) if c is not None and c >= t]
-        out.append({"threshold": float(t), "shown_rate": len(shown) / n,
-                    "exact_when_shown": sum(shown) / len(shown) if shown else 0.0,
-                    "exact_over_all": sum(shown) / n})  # fmt: skip
+        on = [(r, k) for c, r, k in zip(confidences, right, kept, strict=True) if c is not None and c >= t]
+        shown = [r for r, _ in on]
+        point = {"threshold": float(t), "shown_rate": len(shown) / n,
+                 "exact_when_shown": sum(shown) / len(shown) if shown else 0.0,
+                 "exact_over_all": sum(shown) / n}  # fmt: skip
+        if counted:
+            point["kept_per_shown"] = sum(k for _, k in on) / len(on) if on else 0.0
+            point["kept_per_100"] = 100 * sum(k for _, k in on) / n
+        out.append(point)
     return out
+
+
+def choose_threshold(
+    points: Sequence[dict[str, float]], *, min_exact_when_shown: float, min_shown: float
+) -> dict[str, float] | None:
+    """The point of a curve (thresholds ascending) a gate is chosen at: of those right when shown at least
+    `min_exact_when_shown` and shown at least `min_shown`, the one whose users keep the most characters per 100
+    requests (then exact over all, then the higher threshold: as much kept, less wrong on screen); None when no
+    threshold meets both."""
+    ok = [p for p in points if p["exact_when_shown"] >= min_exact_when_shown and p["shown_rate"] >= min_shown]
+    if not ok:
+        return None
+    return max(ok, key=lambda p: (p.get("kept_per_100", 0.0), p["exact_over_all"], p["threshold"]))
 
 
 def write_calibration(cal: Calibration, path: Path) -> None:

@@ -52,8 +52,9 @@ LISTS = (
 )
 
 
-def read_parts(path: Path = PARTS_FILE) -> dict[str, str]:
-    """canonical distribution name -> part, from lines `name part` ('#' comments)."""
+def read_parts(path: Path | None = None) -> dict[str, str]:
+    """canonical distribution name -> part, from lines `name part` ('#' comments) of `path` (PARTS_FILE)."""
+    path = PARTS_FILE if path is None else path
     parts: dict[str, str] = {}
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = raw.split("#", 1)[0].split()
@@ -65,16 +66,17 @@ def read_parts(path: Path = PARTS_FILE) -> dict[str, str]:
     return parts
 
 
-def list_of(lists: tuple[EvalList, ...] = LISTS) -> dict[str, str]:
-    """canonical distribution name -> the name of the list it comes from."""
-    return {canonical(n): lst.name for lst in lists for n in read_list(lst.names)}
+def list_of(lists: tuple[EvalList, ...] | None = None) -> dict[str, str]:
+    """canonical distribution name -> the name of the list (of `lists`, LISTS) it comes from."""
+    return {canonical(n): lst.name for lst in (LISTS if lists is None else lists) for n in read_list(lst.names)}
 
 
-def fetch_and_build_eval(out: Path, lists: tuple[EvalList, ...] = LISTS) -> BuildReport:
+def fetch_and_build_eval(out: Path, lists: tuple[EvalList, ...] | None = None) -> BuildReport:
     """Fetch every list's distributions (pinned when its pins file exists) into out/archives and build one corpus of
     them all in out (deduplicated together, licence-checked); pin a list whose pins file did not exist yet."""
     from waferline.training.data import load_corpus
 
+    lists = LISTS if lists is None else lists
     names: list[str] = []
     unpinned: list[EvalList] = []
     for lst in lists:
@@ -109,7 +111,7 @@ def eval_files(out: Path, *, part: str = "", source: str = "") -> list[CorpusFil
     files = read_corpus(out)
     missing = sorted({f.dist for f in files if canonical(f.dist) not in parts})
     if missing:
-        raise ValueError(f"{PARTS_FILE.name} puts no part to {', '.join(missing)}")
+        raise ValueError(f"{PARTS_FILE} puts no part to {', '.join(missing)}")
     return [
         f for f in files
         if (not part or parts[canonical(f.dist)] == part) and (not source or lists.get(canonical(f.dist)) == source)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from waferline.server.features.confidence import FEATURES
-from waferline.training.calibrate import calibrate, curve
+from waferline.training.calibrate import calibrate, choose_threshold, curve
 
 
 def records(n: int, seed: int) -> list[dict[str, object]]:
@@ -41,3 +41,20 @@ def test_curve_counts_shown_and_right() -> None:
     assert points[0] == {"threshold": 0.0, "shown_rate": 0.75, "exact_when_shown": 2 / 3, "exact_over_all": 0.5}
     assert points[1]["shown_rate"] == 0.5 and points[1]["exact_when_shown"] == 0.5
     assert points[2]["shown_rate"] == 0.0 and points[2]["exact_when_shown"] == 0.0
+
+
+def test_curve_counts_kept_characters_and_the_choice_follows_them() -> None:
+    confidences = [0.9, 0.6, 0.4, 0.2, None]
+    right = [True, False, True, False, False]
+    kept = [10, 6, 8, 0, 0]
+    points = curve(confidences, right, [0.0, 0.3, 0.5, 0.8], kept)
+    assert points[0]["kept_per_shown"] == 24 / 4 and points[0]["kept_per_100"] == 100 * 24 / 5
+    assert points[2]["kept_per_shown"] == 16 / 2
+    # 60% right when shown and 40% shown: only 0.3 (2/3 right, 60% shown) meets both
+    best = choose_threshold(points, min_exact_when_shown=0.6, min_shown=0.4)
+    assert best is not None and best["threshold"] == 0.3
+    # half right: 0.0 keeps as much as 0.3 (the 0.2 suggestion keeps nothing) and is as often right over all; the
+    # higher threshold wins the tie, with less that is wrong on screen
+    best = choose_threshold(points, min_exact_when_shown=0.5, min_shown=0.4)
+    assert best is not None and best["threshold"] == 0.3
+    assert choose_threshold(points, min_exact_when_shown=0.99, min_shown=0.5) is None
