@@ -232,7 +232,7 @@ class Options:
         maximum=2,
     )
     min_confidence: float = option(
-        0.15,
+        0.11,
         COMPLETION,
         "Hide a suggestion whose confidence (the calibrated chance that it is exactly right, "
         "server/features/confidence.py) is below this, when the editor asks by itself as the user types. 0 shows "

@@ -81,3 +81,59 @@ def test_a_real_run_through_the_server(tmp_path: Path, capsys: pytest.CaptureFix
     rows = json.loads(records.read_text())
     assert len(rows) == 3 and all(r["kind"] == "he-line" for r in rows)
     assert all((r["confidence"] is None) == (r["suggestion"] is None) for r in rows)
+
+
+def test_records_compared_paired_and_gated_afterwards(tmp_path: Path) -> None:
+    from waferline.benchmarks.editor_compare import compare
+    from waferline.server.features.confidence import Calibration
+
+    def rec(suggestion: str | None, expected: str, sure: float) -> dict[str, object]:
+        return {"kind": "line", "path": "d/x.py", "expected": expected, "suggestion": suggestion,
+                "features": None if suggestion is None else {"mean_logprob": sure}}  # fmt: skip
+
+    base = [rec("a + 1", "a + 1", 0.0), rec("b", "c", -5.0), rec(None, "d", 0.0)]
+    other = [rec("a + 1", "a + 1", 0.0), rec("c", "c", -5.0), rec("d", "d", 0.0)]
+    for name, rows in (("base.json", base), ("other.json", other)):
+        (tmp_path / name).write_text(json.dumps(rows))
+    files = [tmp_path / "base.json", tmp_path / "other.json"]
+    out = compare(files, kinds={"line"})
+    assert out[str(files[0])]["exact_over_all"] == 1 / 3 and out[str(files[1])]["exact_over_all"] == 1.0
+    assert out[str(files[1])]["minus_first_exact_over_all"] == pytest.approx(2 / 3)
+    # gated: confidence 1 / (1 + e^-(1 * mean_logprob)) is 0.5 at 0, 0.007 at -5: a 0.1 threshold hides the unsure
+    gated = compare(files, kinds={"line"}, gate=Calibration({"mean_logprob": 1.0}, 0.0), threshold=0.1)
+    assert gated[str(files[1])]["shown_rate"] == 2 / 3 and gated[str(files[1])]["exact_over_all"] == 2 / 3
+    (tmp_path / "short.json").write_text(json.dumps(other[:2]))
+    with pytest.raises(ValueError, match="not the same cases"):
+        compare([files[0], tmp_path / "short.json"], kinds={"line"})
+
+
+def test_the_recent_edit_is_in_a_file_without_cases() -> None:
+    from waferline.benchmarks.editor_session import edited_files
+
+    files = {"a/x.py": "", "a/y.py": "", "a/z.py": "", "b/only.py": ""}
+    cases = [EditorCase("line", p, "", 0, "") for p in ("a/x.py", "b/only.py")]
+    edits = edited_files(cases, files, seed=0)
+    assert set(edits) == {"a"} and edits["a"] in {"a/y.py", "a/z.py"}  # b has no file without a case
+    assert edited_files(cases, files, seed=0) == edits
+
+
+@pytest.mark.slow
+def test_a_workspace_run_through_the_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Cases of a kept-aside distribution opened in its folder, after an edit in another of its files."""
+    from dataclasses import asdict
+
+    from waferline.training.corpus import CorpusFile
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    code = "def total(values):\n    result = 0\n    for value in values:\n        result += value\n    return result\n"
+    files = [CorpusFile("blinker", "1", "MIT", f"blinker/m{i}.py", "train", code.replace("total", f"total{i}"))
+             for i in range(3)]  # fmt: skip
+    (corpus / "corpus.jsonl").write_text("".join(json.dumps(asdict(f)) + "\n" for f in files))
+    model = str(ROOT / "engine" / "models" / "waferline-mini")
+    argv = ["eval-editor", "--model", model, "--corpus", str(corpus), "--kinds", "line", "--cases", "2",
+            "--humaneval", "0", "--workspace", "--recent-edit", "--option", "minConfidence=0", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["line"]["waferline"]["cases"] == 2 and figures["meta"]["workspace"] is True
+    assert figures["meta"]["cases_per_distribution"] == {"blinker": 2}

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from waferline.server.features.confidence import FEATURES
-from waferline.training.calibrate import calibrate, choose_threshold, curve
+from waferline.training.calibrate import calibrate, choose_threshold, curve, out_of_fold
 
 
 def records(n: int, seed: int) -> list[dict[str, object]]:
@@ -58,3 +58,22 @@ def test_curve_counts_kept_characters_and_the_choice_follows_them() -> None:
     best = choose_threshold(points, min_exact_when_shown=0.5, min_shown=0.4)
     assert best is not None and best["threshold"] == 0.3
     assert choose_threshold(points, min_exact_when_shown=0.99, min_shown=0.5) is None
+
+
+def test_out_of_fold_confidences_ignore_their_own_distribution() -> None:
+    rows = [dict(r, path=f"{'ab'[i % 2]}/x.py") for i, r in enumerate(records(600, 3))]
+    flipped = [dict(r, right=not r["right"]) if r["path"].startswith("a/") else r for r in rows]
+    own = [c for c, r in zip(out_of_fold(rows), rows, strict=True) if r["path"].startswith("a/")]
+    again = [c for c, r in zip(out_of_fold(flipped), rows, strict=True) if r["path"].startswith("a/")]
+    assert own == again  # a's labels changed, a's confidences did not: they come from b's fit alone
+    assert own[-1] is None and all(c is not None for c in own[:-1])  # the record without features is not shown
+
+
+def test_choice_by_the_intervals_lower_ends() -> None:
+    """20 cases: 60% right when shown is not evidence of 50%; 2,000 cases at the same rates are."""
+    few = curve([0.9] * 10 + [None] * 10, [True] * 6 + [False] * 14, [0.5], [1] * 20, intervals=True)
+    assert few[0]["exact_when_shown"] == 0.6 and few[0]["exact_when_shown_low"] < 0.5
+    assert choose_threshold(few, min_exact_when_shown=0.5, min_shown=0.3) is None
+    many = curve([0.9] * 1000 + [None] * 1000, [True] * 600 + [False] * 1400, [0.5], [1] * 2000, intervals=True)
+    assert 0.55 < many[0]["exact_when_shown_low"] < 0.6
+    assert choose_threshold(many, min_exact_when_shown=0.5, min_shown=0.3) is not None
