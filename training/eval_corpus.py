@@ -16,6 +16,7 @@ at run time or in tests (they build from archives they make).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,11 @@ def eval_files(out: Path, *, part: str = "", source: str = "") -> list[CorpusFil
     if not (out / "corpus.jsonl").is_file():
         fetch_and_build_eval(out)
     parts, lists = read_parts(), list_of()
+    built = json.loads((out / "licences.json").read_text(encoding="utf-8")).get("distributions", {})
+    absent = sorted(set(lists) - {canonical(n) for n in built})
+    if absent:
+        raise ValueError(f"{out} was built without {', '.join(absent)} (an older corpus of fewer lists): remove the "
+                         "folder and it is built again with every list")  # fmt: skip
     files = read_corpus(out)
     missing = sorted({f.dist for f in files if canonical(f.dist) not in parts})
     if missing:

@@ -69,6 +69,9 @@ def test_both_lists_are_built_pinned_and_split(tmp_path: Path, two_lists: tuple[
 
 
 def test_a_distribution_without_a_part_is_refused(tmp_path: Path, two_lists: tuple[EvalList, EvalList]) -> None:
+    fetch_and_build_eval(tmp_path / "out", two_lists[:1])  # an older corpus, of one list
+    with pytest.raises(ValueError, match="built without beta"):
+        eval_files(tmp_path / "out")
     fetch_and_build_eval(tmp_path / "out")
     (tmp_path / "parts.txt").write_text("alpha choose\n")
     with pytest.raises(ValueError, match="no part to beta"):
