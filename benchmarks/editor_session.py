@@ -7,10 +7,13 @@ Two settings of the editor around the cases (benchmarks/editor_eval.py):
 - `workspace`: the files of the cases' distributions are written into a folder the client opens as its workspace
   (the server indexes it, and the first case is asked only once it reports the index built), and each case is opened
   at its own file's path, so repository snippets (definitions from the distribution's other files) can join the
-  prompt. With `recent_edit` as well, before a distribution's first case another of its files is opened and one of
-  its code lines retyped (a didChange), then left to settle (server/features/recent_edits.py only takes regions
-  still for RECENT_EDIT_SETTLE_S), so that a region the user "just worked on" elsewhere in the package joins the
-  prompt too. That file is one no case of the run is in, chosen by the seed; a distribution without one gets none.
+  prompt. With `recent_edit` as well, a region the user "just worked on" elsewhere in the package joins the prompt
+  too: another file of the case's distribution (never the case's own: its region could hold the expected line) is
+  open, one of its code lines retyped (a didChange) and left to settle (server/features/recent_edits.py only takes
+  regions still for RECENT_EDIT_SETTLE_S). It is opened from a folder beside the workspace, so that the case's own
+  file can be open at its path at the same time. Each distribution has two such files, A and B, drawn by the seed:
+  its cases are asked with A edited, then those in A with B edited (one edited document open at a time; the
+  answers keep the cases' order). A distribution of one file gets none.
 
 This is the setting of the context ablation (docs/benchmarks-quality.md): the same cases with the repository
 snippets, the recent edit and prompt lookup each taken away.
@@ -46,17 +49,30 @@ def _quality_of(item: Any) -> tuple[float | None, dict[str, float] | None]:
     return None, None
 
 
-def edited_files(cases: Sequence[Any], files: dict[str, str], seed: int) -> dict[str, str]:
-    """distribution -> the path of the file whose edit the run makes before that distribution's first case: one of
-    its files no case is in, drawn by the seed (none when every file has a case)."""
+def edited_files(cases: Sequence[Any], files: dict[str, str], seed: int) -> dict[str, tuple[str, str]]:
+    """distribution -> (A, B): two of its files, drawn by the seed, whose edits the run makes (module docstring);
+    none for a distribution of one file."""
     rng = random.Random(f"recent-edit-{seed}")
-    with_cases = {c.path for c in cases}
     out = {}
     for dist in sorted({c.path.split("/", 1)[0] for c in cases}):
-        free = sorted(p for p in files if p.startswith(dist + "/") and p not in with_cases)
-        if free:
-            out[dist] = rng.choice(free)
+        mine = sorted(p for p in files if p.startswith(dist + "/"))
+        if len(mine) >= 2:
+            a, b = rng.sample(mine, 2)
+            out[dist] = (a, b)
     return out
+
+
+def asking_order(cases: Sequence[Any], edits: dict[str, tuple[str, str]]) -> list[tuple[int, str | None]]:
+    """(case index, the file edited while it is asked) in the order the cases are asked: by distribution, those
+    with A edited first, then those in A with B; in the cases' own order when nothing is edited."""
+    if not edits:
+        return [(i, None) for i in range(len(cases))]
+    order = []
+    for i, c in enumerate(cases):
+        pair = edits.get(c.path.split("/", 1)[0])
+        edited = None if pair is None else (pair[1] if c.path == pair[0] else pair[0])
+        order.append((c.path.split("/", 1)[0], edited != (pair[0] if pair else None), i, edited))
+    return [(i, edited) for *_, i, edited in sorted(order, key=lambda t: (t[0], t[1], t[2]))]
 
 
 async def ask_all(
@@ -68,7 +84,6 @@ async def ask_all(
     from lsprotocol import types
 
     trigger = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
-    answers: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "workspace"
         root.mkdir()
@@ -81,16 +96,20 @@ async def ask_all(
         client = WorkspaceClient(model=model, backend=backend)
         await client.start(opts, root if workspace is not None else None)
         edits = edited_files(cases, workspace, seed) if workspace is not None and recent_edit else {}
+        answers: list[dict[str, Any] | None] = [None] * len(cases)
         try:
             await client.wait_for_engine()
             if workspace is not None:
                 await client.wait_for_index()
-            edited: set[str] = set()
-            for i, case in enumerate(cases):
-                dist = case.path.split("/", 1)[0]
-                if dist in edits and dist not in edited:
-                    edited.add(dist)
-                    await client.edit_elsewhere(root / edits[dist], workspace[edits[dist]] if workspace else "", seed)
+            edited_now: str | None = None
+            for done, (i, edited) in enumerate(asking_order(cases, edits)):
+                case = cases[i]
+                if edited != edited_now and workspace is not None:
+                    if edited_now is not None:
+                        client.close((Path(tmp) / "elsewhere" / edited_now).as_uri())
+                    if edited is not None:
+                        await client.edit_elsewhere(Path(tmp) / "elsewhere" / edited, workspace[edited], seed)
+                    edited_now = edited
                 path = root / case.path if workspace is not None else root / f"case{i:05d}.py"
                 client.open(path, case.document)
                 line, character = utf16_position(case.document, case.offset)
@@ -107,13 +126,13 @@ async def ask_all(
                 if items and isinstance(items[0].insert_text, str):
                     confidence, feats = _quality_of(items[0])
                     text = items[0].insert_text  # the server's range starts at the cursor
-                answers.append({"suggestion": text, "confidence": confidence, "features": feats, "latency_ms": latency})
+                answers[i] = {"suggestion": text, "confidence": confidence, "features": feats, "latency_ms": latency}
                 client.close(client.uri)
-                if not quiet and (i + 1) % 50 == 0:
+                if not quiet and (done + 1) % 50 == 0:
                     print(f"  {i + 1}/{len(cases)} cases", file=sys.stderr)
         finally:
             await client.stop()
-    return answers
+    return [a for a in answers if a is not None]
 
 
 class WorkspaceClient:
@@ -172,8 +191,8 @@ class WorkspaceClient:
         )
 
     async def edit_elsewhere(self, path: Path, text: str, seed: int) -> None:
-        """Open `path` (kept open for the rest of the run), retype one of its code lines, and wait until the server
-        takes the edited region as settled."""
+        """Open `path` (kept open until closed), retype one of its code lines, and wait until the server takes the
+        edited region as settled."""
         from lsprotocol import types
 
         from waferline.training.editor_cases import _code_lines

@@ -107,14 +107,21 @@ def test_records_compared_paired_and_gated_afterwards(tmp_path: Path) -> None:
         compare([files[0], tmp_path / "short.json"], kinds={"line"})
 
 
-def test_the_recent_edit_is_in_a_file_without_cases() -> None:
-    from waferline.benchmarks.editor_session import edited_files
+def test_the_recent_edit_is_never_in_the_cases_own_file() -> None:
+    from waferline.benchmarks.editor_session import asking_order, edited_files
 
     files = {"a/x.py": "", "a/y.py": "", "a/z.py": "", "b/only.py": ""}
-    cases = [EditorCase("line", p, "", 0, "") for p in ("a/x.py", "b/only.py")]
+    cases = [EditorCase("line", p, "", 0, "") for p in ("a/x.py", "b/only.py", "a/y.py", "a/z.py", "a/x.py")]
     edits = edited_files(cases, files, seed=0)
-    assert set(edits) == {"a"} and edits["a"] in {"a/y.py", "a/z.py"}  # b has no file without a case
+    assert set(edits) == {"a"} and len(set(edits["a"])) == 2  # b has one file: no other file to edit
     assert edited_files(cases, files, seed=0) == edits
+    order = asking_order(cases, edits)
+    assert sorted(i for i, _ in order) == list(range(5))  # every case once
+    for i, edited in order:
+        assert edited != cases[i].path and (edited is None) == cases[i].path.startswith("b/")
+    switches = [e for n, (_, e) in enumerate(order) if n == 0 or order[n - 1][1] != e]
+    assert len(switches) <= 3  # a's A, then a's B (cases in A), then b's none: each edit made once
+    assert asking_order(cases, {}) == [(i, None) for i in range(5)]
 
 
 @pytest.mark.slow
@@ -123,6 +130,7 @@ def test_a_workspace_run_through_the_server(tmp_path: Path, capsys: pytest.Captu
     from dataclasses import asdict
 
     from waferline.training.corpus import CorpusFile
+    from waferline.training.eval_corpus import list_of
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -130,6 +138,8 @@ def test_a_workspace_run_through_the_server(tmp_path: Path, capsys: pytest.Captu
     files = [CorpusFile("blinker", "1", "MIT", f"blinker/m{i}.py", "train", code.replace("total", f"total{i}"))
              for i in range(3)]  # fmt: skip
     (corpus / "corpus.jsonl").write_text("".join(json.dumps(asdict(f)) + "\n" for f in files))
+    every = {name: {} for name in list_of()}  # as `build` writes it: every listed distribution, fetched or not
+    (corpus / "licences.json").write_text(json.dumps({"distributions": every}))
     model = str(ROOT / "engine" / "models" / "waferline-mini")
     argv = ["eval-editor", "--model", model, "--corpus", str(corpus), "--kinds", "line", "--cases", "2",
             "--humaneval", "0", "--workspace", "--recent-edit", "--option", "minConfidence=0", "--json"]  # fmt: skip
