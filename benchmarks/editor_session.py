@@ -89,9 +89,9 @@ async def ask_all(
         root.mkdir()
         opts = dict(options)
         if workspace is not None:
-            for rel, text in workspace.items():
+            for rel, source in workspace.items():
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                (root / rel).write_text(text, encoding="utf-8")
+                (root / rel).write_text(source, encoding="utf-8")
             opts.setdefault("indexCacheDir", str(Path(tmp) / "index-cache"))
         client = WorkspaceClient(model=model, backend=backend)
         await client.start(opts, root if workspace is not None else None)
@@ -163,11 +163,11 @@ class WorkspaceClient:
             params.workspace_folders = [types.WorkspaceFolder(uri=root.as_uri(), name=root.name)]
             return await original(params)
 
-        self.client.initialize_async = initialize  # type: ignore[method-assign]
+        self.client.initialize_async = initialize
         try:
             await self.typing.start(options)
         finally:
-            self.client.initialize_async = original  # type: ignore[method-assign]
+            self.client.initialize_async = original
 
     async def wait_for_engine(self) -> None:
         await self.typing.wait_for_engine()
