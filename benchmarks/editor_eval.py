@@ -85,16 +85,21 @@ def corpus_files(args: argparse.Namespace) -> dict[str, str]:
     from waferline.training.corpus import read_corpus
     from waferline.training.eval_corpus import eval_files
 
-    if args.splits:
+    if args.splits or getattr(args, "part", None) is None:  # a training corpus (eval-lookup's: no parts there)
         if not (args.corpus / "corpus.jsonl").is_file():
             raise OSError(f"--splits needs a built training corpus in --corpus, not {args.corpus}")
         splits = set(filter(None, args.splits.split(",")))
-        return {f.rel_path: f.text for f in read_corpus(args.corpus) if f.split in splits}
+        return {f.rel_path: f.text for f in read_corpus(args.corpus) if not splits or f.split in splits}
     part = "" if args.part == "all" else args.part
     return {f.rel_path: f.text for f in eval_files(args.corpus, part=part, source=args.list)}
 
 
-def build_cases(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
+def build_cases(args: argparse.Namespace) -> list[Any]:
+    """The cases of `args` (kinds, corpus, splits or part and list, cases, humaneval, seed)."""
+    return cases_and_files(args)[0]
+
+
+def cases_and_files(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
     """The cases, and the files of the corpus they come from (what --workspace writes)."""
     from waferline.training.data import SourceFile
     from waferline.training.editor_cases import blank_line_cases, code_line_cases, humaneval_cases, read_humaneval
@@ -113,7 +118,7 @@ def build_cases(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
         if "blank" in kinds:
             cases += blank_line_cases(files, args.cases, args.seed)
     if kinds & {"he-line", "he-multi"} and args.humaneval > 0:
-        if args.workspace:
+        if getattr(args, "workspace", False):
             raise ValueError("--workspace is for the third-party kinds (line, blank), not HumanEval's")
         problems = read_humaneval()[: args.humaneval]
         cases += [c for c in humaneval_cases(problems, args.seed) if c.kind in kinds]
@@ -142,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     for m, d in zip(models, dirs, strict=True):
         if not (d / "tokenizer.json").is_file():
             raise ValueError(f"eval-editor needs a model directory with a tokenizer.json, not {m!r}")
-    cases, texts = build_cases(args)
+    cases, texts = cases_and_files(args)
     if not cases:
         raise ValueError("no cases: check --kinds, --cases, --humaneval and --part")
     tokenizer = Tokenizer.from_file(dirs[0] / "tokenizer.json")  # the baselines' n-gram counts its tokens

@@ -128,7 +128,7 @@ def summarize(
         labels = list(answers)
         if len(labels) == 2:
             a, b = cols[labels[0]], cols[labels[1]]
-            diff = {}
+            diff: dict[str, Any] = {}
             pairs = (("exact_over_all", "exact"), ("shown_rate", "shown"), ("kept_chars_per_100", "kept_chars"))
             for name, col in pairs:
                 scale = 100.0 if name == "kept_chars_per_100" else 1.0

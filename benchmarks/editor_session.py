@@ -163,11 +163,11 @@ class WorkspaceClient:
             params.workspace_folders = [types.WorkspaceFolder(uri=root.as_uri(), name=root.name)]
             return await original(params)
 
-        self.client.initialize_async = initialize
+        self.client.initialize_async = initialize  # type: ignore[method-assign]
         try:
             await self.typing.start(options)
         finally:
-            self.client.initialize_async = original
+            self.client.initialize_async = original  # type: ignore[method-assign]
 
     async def wait_for_engine(self) -> None:
         await self.typing.wait_for_engine()
