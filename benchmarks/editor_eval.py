@@ -169,10 +169,10 @@ def run(args: argparse.Namespace) -> int:
             ]
             path = records_path(args.records, i, len(models))
             path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-    labels = ["waferline"] if len(models) == 1 else [f"waferline[{m or 'shipped'}]" for m in models]
+    labels = ["waferline"] if len(models) == 1 else [f"waferline#{i + 1}" for i in range(len(models))]
     figures = summarize(cases, dict(zip(labels, answers, strict=True)), tokenizer, seed=args.seed)
     figures["meta"] = {
-        "models": [str(d) for d in dirs], "options": options, "invoked": args.invoked, "part": args.part,
+        "models": dict(zip(labels, map(str, dirs), strict=True)), "options": options, "invoked": args.invoked, "part": args.part,
         "list": args.list, "splits": args.splits, "workspace": args.workspace, "recent_edit": args.recent_edit,
         "seed": args.seed, "seconds": round(time.perf_counter() - t0, 1), "load_1min": load,
         "cases_per_distribution": dict(Counter(c.path.split("/", 1)[0] for c in cases if not c.kind.startswith("he-"))),
@@ -180,5 +180,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
+        if len(models) > 1:
+            print("  ".join(f"{label}: {d}" for label, d in zip(labels, dirs, strict=True)))
         print_table({k: v for k, v in figures.items() if k != "meta"})
     return 0
