@@ -172,9 +172,17 @@ def run(args: argparse.Namespace) -> int:
     labels = ["waferline"] if len(models) == 1 else [f"waferline#{i + 1}" for i in range(len(models))]
     figures = summarize(cases, dict(zip(labels, answers, strict=True)), tokenizer, seed=args.seed)
     figures["meta"] = {
-        "models": dict(zip(labels, map(str, dirs), strict=True)), "options": options, "invoked": args.invoked, "part": args.part,
-        "list": args.list, "splits": args.splits, "workspace": args.workspace, "recent_edit": args.recent_edit,
-        "seed": args.seed, "seconds": round(time.perf_counter() - t0, 1), "load_1min": load,
+        "models": dict(zip(labels, map(str, dirs), strict=True)),
+        "options": options,
+        "invoked": args.invoked,
+        "part": args.part,
+        "list": args.list,
+        "splits": args.splits,
+        "workspace": args.workspace,
+        "recent_edit": args.recent_edit,
+        "seed": args.seed,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "load_1min": load,
         "cases_per_distribution": dict(Counter(c.path.split("/", 1)[0] for c in cases if not c.kind.startswith("he-"))),
     }  # fmt: skip
     if args.json:
