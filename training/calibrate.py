@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from waferline.syntax.confidence import FEATURES, Calibration
+from waferline.training.bootstrap import Resampler
 
 
 def design(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
@@ -59,18 +60,79 @@ def calibrate(records: Sequence[dict[str, Any]], fitted_on: str) -> Calibration:
     )
 
 
+def out_of_fold(records: Sequence[dict[str, Any]]) -> list[float | None]:
+    """Each record's confidence from a calibration fitted without its distribution (the first folder of its path):
+    leave-one-distribution-out, so that a threshold chosen on these confidences is chosen as it would carry to a
+    distribution the fit never saw. A distribution whose held-out fit cannot be made (the others' suggestions all
+    right or all wrong) gets None, as if not shown."""
+    dists = [str(r.get("path", "")).split("/", 1)[0] for r in records]
+    out: list[float | None] = [None] * len(records)
+    for dist in sorted(set(dists)):
+        train = [r for r, d in zip(records, dists, strict=True) if d != dist]
+        try:
+            cal = calibrate(train, f"all but {dist}")
+        except ValueError:
+            continue
+        for i, (r, d) in enumerate(zip(records, dists, strict=True)):
+            if d == dist and r.get("features"):
+                out[i] = cal.confidence(r["features"])
+    return out
+
+
 def curve(
-    confidences: Sequence[float | None], right: Sequence[bool], thresholds: Sequence[float]
+    confidences: Sequence[float | None],
+    right: Sequence[bool],
+    thresholds: Sequence[float],
+    kept: Sequence[int] | None = None,
+    *,
+    intervals: bool = False,
 ) -> list[dict[str, float]]:
-    """For each threshold: shown rate (over all requests), exact match when shown, exact match over all."""
+    """For each threshold: shown rate (over all requests), exact match when shown, exact match over all; with `kept`
+    (characters a word-by-word accept keeps of each suggestion) also kept characters per shown suggestion and per
+    100 requests: what users keep, which a gate may be chosen by as well as by exact match. With `intervals`, the
+    lower ends of the 95% bootstrap intervals of shown rate and exact when shown (`shown_rate_low`,
+    `exact_when_shown_low`; training/bootstrap.py) as well."""
+    boot = Resampler(len(confidences)) if intervals and confidences else None
     n = max(len(confidences), 1)
+    counted = kept is not None
+    kept = [0] * len(confidences) if kept is None else kept
     out = []
     for t in thresholds:
-        shown = [r for c, r in zip(confidences, right, strict=True) if c is not None and c >= t]
-        out.append({"threshold": float(t), "shown_rate": len(shown) / n,
-                    "exact_when_shown": sum(shown) / len(shown) if shown else 0.0,
-                    "exact_over_all": sum(shown) / n})  # fmt: skip
+        on = [(r, k) for c, r, k in zip(confidences, right, kept, strict=True) if c is not None and c >= t]
+        shown = [r for r, _ in on]
+        point = {"threshold": float(t), "shown_rate": len(shown) / n,
+                 "exact_when_shown": sum(shown) / len(shown) if shown else 0.0,
+                 "exact_over_all": sum(shown) / n}  # fmt: skip
+        if counted:
+            point["kept_per_shown"] = sum(k for _, k in on) / len(on) if on else 0.0
+            point["kept_per_100"] = 100 * sum(k for _, k in on) / n
+        if boot is not None:
+            gate = np.array([1.0 if c is not None and c >= t else 0.0 for c in confidences])
+            ok = gate * np.array([1.0 if r else 0.0 for r in right])
+            point["shown_rate_low"] = boot.ratio(gate)[1]
+            low = boot.ratio(ok, gate)[1]
+            point["exact_when_shown_low"] = 0.0 if low != low else low  # nan: nothing shown
+        out.append(point)
     return out
+
+
+def choose_threshold(
+    points: Sequence[dict[str, float]], *, min_exact_when_shown: float, min_shown: float
+) -> dict[str, float] | None:
+    """The point of a curve (thresholds ascending) a gate is chosen at: of those right when shown at least
+    `min_exact_when_shown` and shown at least `min_shown` (by the lower ends of their 95% intervals when the curve
+    has them: a choice that holds on other cases as well, not one met by a case's luck), the one whose users keep the
+    most characters per 100
+    requests (then exact over all, then the higher threshold: as much kept, less wrong on screen); None when no
+    threshold meets both."""
+    ok = [
+        p for p in points
+        if p.get("exact_when_shown_low", p["exact_when_shown"]) >= min_exact_when_shown
+        and p.get("shown_rate_low", p["shown_rate"]) >= min_shown
+    ]  # fmt: skip
+    if not ok:
+        return None
+    return max(ok, key=lambda p: (p.get("kept_per_100", 0.0), p["exact_over_all"], p["threshold"]))
 
 
 def write_calibration(cal: Calibration, path: Path) -> None:

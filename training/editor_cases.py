@@ -20,6 +20,7 @@ import gzip
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -187,3 +188,39 @@ def kept_chars(suggestion: str, expected: str) -> int:
             break
         n += 1
     return n
+
+
+# VS Code's word (its default word definition, less the number pattern): what "accept next word" takes at once.
+WORD = re.compile(r"[^`~!@#$%^&*()\-=+\[{\]}\\|;:'\",.<>/?\s]+")
+_SPACE = re.compile(r"\s+")
+
+
+def word_pieces(text: str) -> list[str]:
+    """`text` cut as a client accepting word by word takes it, VS Code's `acceptNextWord` rule: a word at the start
+    is one piece; otherwise what precedes the next word is, cut after its first run of whitespace (so `) + b` is
+    `) `, `+ `, `b`)."""
+    out, i = [], 0
+    while i < len(text):
+        word = WORD.match(text, i)
+        if word is not None:
+            end = word.end()
+        else:
+            nxt = WORD.search(text, i)
+            end = nxt.start() if nxt is not None else len(text)
+            space = _SPACE.search(text, i)
+            if space is not None and space.end() < end:
+                end = space.end()
+        out.append(text[i:end])
+        i = end
+    return out
+
+
+def kept_words(suggestion: str, expected: str) -> int:
+    """Characters of the suggestion a user accepting it word by word keeps: its pieces (word_pieces) up to the first
+    one that makes it stop being the start of the expected text."""
+    kept = 0
+    for piece in word_pieces(suggestion):
+        if not expected.startswith(piece, kept):
+            break
+        kept += len(piece)
+    return kept

@@ -1,4 +1,4 @@
-"""The per-document edit history of next-edit suggestions (server/syntax/edit_history.py)."""
+"""The per-document edit history of next-edit suggestions (syntax/edit_history.py)."""
 
 from __future__ import annotations
 

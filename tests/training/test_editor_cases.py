@@ -12,8 +12,10 @@ from waferline.training.editor_cases import (
     code_line_cases,
     humaneval_cases,
     kept_chars,
+    kept_words,
     passes_tests,
     read_humaneval,
+    word_pieces,
 )
 
 PROBLEM = {
@@ -68,3 +70,19 @@ def test_kept_chars_counts_the_correct_start() -> None:
     assert kept_chars("return a + b", "return a - b") == 9
     assert kept_chars("", "x") == 0
     assert kept_chars("abc", "abc") == 3
+
+
+def test_word_pieces_are_what_accept_next_word_takes() -> None:
+    assert word_pieces("return a + b") == ["return", " ", "a", " ", "+ ", "b"]
+    assert word_pieces(") + b") == [") ", "+ ", "b"]
+    assert word_pieces("  foo.bar(x, y)") == ["  ", "foo", ".", "bar", "(", "x", ", ", "y", ")"]
+    assert "".join(word_pieces("x = {'a': [1, 2]}  # c")) == "x = {'a': [1, 2]}  # c"
+    assert word_pieces("") == []
+
+
+def test_kept_words_stops_at_the_first_wrong_word() -> None:
+    assert kept_words("return a + b", "return a - b") == 9  # "return", " ", "a", " "; "+ " is wrong
+    assert kept_words("self.items.pop()", "self.item") == 5  # "self", "."; "items" is not "item"
+    assert kept_chars("self.items.pop()", "self.item") == 9  # to the character it would be more
+    assert kept_words("abc", "abc") == 3 and kept_words("", "abc") == 0
+    assert kept_words("ab", "abc") == 2  # a whole word the expected text starts with: kept, the user types on
