@@ -239,7 +239,7 @@ class WaferlineServer(LanguageServer):
     def close_document(self, uri: str) -> None:
         """Drop every copy of the document's text the server holds, and give the memory back."""
         self.warmups.closed(uri)
-        if (doc := self.documents.pop(uri, None)) is not None:
+        if self.documents.pop(uri, None) is not None:
             self.worker.drop(uri)
             self.inline.forget(uri)
             memory.trim_soon()  # its KV session and text go back to the OS (one trim per burst of closes)
