@@ -252,14 +252,13 @@ class WaferlineServer(LanguageServer):
         )
 
     def close_document(self, uri: str) -> None:
-        """Drop every copy of the document's text the server holds; after a large one, give the memory back."""
+        """Drop every copy of the document's text the server holds, and give the memory back."""
         self.warmups.closed(uri)
-        if (doc := self.documents.pop(uri, None)) is not None:
+        if self.documents.pop(uri, None) is not None:
             self.worker.drop(uri)
             self.inline.forget(uri)
             self.next_edits.closed(uri)
-            if len(doc.text.text) >= memory.TRIM_AFTER_BYTES:
-                memory.trim_soon()
+            memory.trim_soon()  # its KV session and text go back to the OS (one trim per burst of closes)
 
     def document(self, uri: str) -> Document:
         """The open document, or an InvalidParams error the client can read."""

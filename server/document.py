@@ -46,7 +46,7 @@ class DocumentSnapshot:
     # The document's tree, which follows the document: read it before the first await (plan_completion does), or
     # check that its `source` is this text (code actions do).
     syntax: SyntaxTree
-    revision: int = 0  # the text's `TextDocument.revision`: it differs from the document's once any edit applied
+    revision: int = 0  # the text's `DocumentText.revision`: it differs from the document's once any edit applied
 
     def current(self, doc: Document) -> bool:
         """Whether `doc` still holds this snapshot's text and still agrees with the client (see `Document.out_of_sync`):

@@ -1,10 +1,12 @@
-"""Giving memory back to the operating system after a large document is closed.
+"""Giving memory back to the operating system after documents are closed.
 
 Closing a document drops every copy the server held of it (its text, tree, index rows, suggestions, KV session),
 but glibc's allocator keeps the freed pages of its heap for reuse, so the process's resident size would stay where
 the largest document took it. `trim()` asks glibc to return them (`malloc_trim(0)`); with another C library (musl,
-macOS) it does nothing. Trimming walks the heap, a few milliseconds, so the server does it only after closing a
-document of at least TRIM_AFTER_BYTES, once the other threads have let go of their copies (TRIM_DELAY_S later).
+macOS) it does nothing. Trimming walks the heap, a few milliseconds, so the server does it once per burst of closes,
+TRIM_DELAY_S after the first, once the other threads have let go of their copies. (It did so only after a document of
+1 MB or more; but each closed document's KV session, a megabyte or more of the engine's, stayed with the allocator
+too: `bench-load --docs 50` left the RSS where typing took it after every document was closed.)
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-TRIM_AFTER_BYTES = 1 << 20  # closing a document this large (characters) gives its memory back
 TRIM_DELAY_S = 0.5  # after the close: the index and engine threads drop their copies meanwhile
+_scheduled: set[asyncio.AbstractEventLoop] = set()  # loops with a trim due: one per burst of closes
 
 
 @functools.cache
@@ -42,10 +44,19 @@ def trim() -> bool:
 
 
 def trim_soon() -> None:
-    """`trim()` TRIM_DELAY_S from now on the running event loop (at once when there is none)."""
+    """`trim()` TRIM_DELAY_S from now on the running event loop, unless one is due already (at once when there is
+    no loop)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         trim()
         return
-    loop.call_later(TRIM_DELAY_S, trim)
+    if loop in _scheduled:
+        return
+    _scheduled.add(loop)
+
+    def due() -> None:
+        _scheduled.discard(loop)
+        trim()
+
+    loop.call_later(TRIM_DELAY_S, due)

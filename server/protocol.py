@@ -2,7 +2,8 @@
 
 Every message the transport reads (server/transport.py) enters through `WaferlineProtocol.receive`, which checks it
 against JSON-RPC 2.0 and LSP (server/envelope.py) and LSP's lifecycle before pygls structures and dispatches it, so
-that each request gets exactly one answer with the error the specs give its mistake, and nothing else is answered.
+that each request gets exactly one answer with the error the specs give its mistake, and nothing else is answered
+(a batch's values each in turn, their answers sent back together as one array: `_receive_batch`).
 The rest changes pygls where it would leak or mislead: no future is kept per notification, only responses to
 requests the server sent are taken, client mistakes are logged as one warning line (never a traceback), and an
 internal error reaches the client as its message alone, its traceback going to the server's log.

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class Ticket:
     tickets: Tickets
     doc: Document
-    revision: int  # the document's text when the request arrived (TextDocument.revision: versions may repeat)
+    revision: int  # the document's text when the request arrived (DocumentText.revision: versions may repeat)
     number: int
 
     def stale(self) -> bool:

@@ -1,9 +1,11 @@
 """The stateful test: a hypothesis state machine opens, edits (valid and invalid ranges, full and incremental),
 closes and reopens documents and asks for completions, keeping a shadow copy of each (tests/support/shadow_doc.py).
 After every step the server's copy, read through `waferline/document`, must agree with the shadow in text
-(sha256), length, line count and version; a refused edit must leave both unchanged; a shown range must lie inside
-the document. It runs with a UTF-16 client (LSP's default) and with clients that ask for UTF-8 and UTF-32 positions,
-each against one server process (the engine's test double), once with a fixed seed and once with a random one.
+(sha256), length, line count, version and whether it is in sync (a refused edit puts both out of sync, by the rule
+of docs/reliability.md "Text sync"); a shown range must lie inside the document. It runs with a UTF-16 client (LSP's
+default) and with clients that ask for UTF-8 and UTF-32 positions, each against one server process (the engine's
+test double), once with a fixed seed and once with a random one. (Its messages wait for each step's answers;
+tests/e2e/test_text_sync.py writes them all at once.)
 """
 
 from __future__ import annotations

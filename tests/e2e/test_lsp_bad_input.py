@@ -335,3 +335,26 @@ async def test_free_form_params_are_checked_like_typed_ones(method: str, params:
             await raw_request(client, method, params)
         assert info.value.code == types.ErrorCodes.InvalidParams, info.value
         await assert_still_serving(client)
+
+
+async def test_no_code_action_for_a_document_out_of_sync() -> None:
+    """A code action's edit is computed on the server's text and carries the client's version, which the server
+    takes even when a change could not apply: offered on a text known to be wrong, the editor would apply it."""
+    broken = "function f(x) {\n  return g(x;\n}\n"
+    uri = "file:///tmp/waferline-test/broken.js"
+    async with lsp_session("vscode", fixed_text=FIXED) as client:
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="javascript", version=1, text=broken)
+        ))  # fmt: skip
+
+        async def titles() -> list[str]:
+            at = types.Position(line=1, character=4)
+            params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri=uri),
+                                            range=types.Range(start=at, end=at),
+                                            context=types.CodeActionContext(diagnostics=[]))  # fmt: skip
+            return [a.title for a in await client.text_document_code_action_async(params) or []]
+
+        assert any("repair" in t for t in await titles()), "offered while in sync"
+        client.text_document_did_change(change(uri, 2, (9, 1), (9, 1), "lost"))
+        assert (await document_state(client, uri))["inSync"] is False
+        assert await titles() == []

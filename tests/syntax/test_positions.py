@@ -141,12 +141,14 @@ def test_full_replacement_and_unknown_encoding() -> None:
         DocumentText("", encoding="utf-7")
 
 
-def test_rollback_undoes_the_edits_after_a_checkpoint() -> None:
+def test_the_revision_counts_applied_edits_whatever_the_version_says() -> None:
+    """ "Changed since" for a request is this count (docs/reliability.md, Text sync): versions may repeat."""
     doc = DocumentText("one\ntwo", version=1)
-    before = doc.checkpoint()
-    doc.apply_change(((0, 0), (0, 0)), "zero\n", version=2)
-    doc.rollback(before)
-    assert (doc.text, doc.version, doc.line_count, doc.offset_at(1, 1)) == ("one\ntwo", 1, 2, 5)
+    doc.apply_change(((0, 0), (0, 0)), "zero\n", version=1)
+    doc.apply_change(None, "new")
+    with pytest.raises(PositionError):
+        doc.apply_change(((9, 1), (9, 1)), "refused")
+    assert (doc.text, doc.version, doc.revision) == ("new", 1, 2)
 
 
 # -- reading a client's params (server/params.py) ---------------------------------------------------------------------

@@ -103,6 +103,8 @@ def code_actions(ls: WaferlineServer, params: types.CodeActionParams) -> list[ty
     doc = ls.document(params.text_document.uri)
     start, end = ls.offset_of(doc, params.range.start), ls.offset_of(doc, params.range.end)
     start, end = min(start, end), max(start, end)
+    if doc.out_of_sync is not None:  # an edit of a text known to be wrong would corrupt the editor's (reliability.md)
+        return []
     instructable = ls.worker.can_chat()
     only = [str(k.value if hasattr(k, "value") else k) for k in (params.context.only or [])]
     actions = []
@@ -150,8 +152,11 @@ async def progress(ls: WaferlineServer, title: str) -> AsyncIterator[Future[Any]
 async def run_action(ls: WaferlineServer, data: ActionData) -> tuple[Document, Outcome | None, str | None]:
     """(document, outcome, reason): the outcome for the target `data` names, or the reason there is none."""
     doc = ls.document(data.uri)
+    if doc.out_of_sync is not None:
+        return doc, None, "the server's copy of the document is out of sync with the editor's; reopen the file"
     if doc.text.version != data.version:
         return doc, None, "the document changed since the action was offered; ask for code actions again"
+    revision = doc.text.revision  # versions may repeat: the server's own count of edits says whether one came
     start, end = span(doc, data.start, data.end)  # the version is the offered one: its offsets must fit
     src = _source(doc)
     target: Target | None = next((t for t in find_targets(src, start, end) if t.kind == data.kind), None)
@@ -170,7 +175,8 @@ async def run_action(ls: WaferlineServer, data: ActionData) -> tuple[Document, O
             outcome = refuse(target, "cancelled")
     if outcome.new_text is None:
         return doc, outcome, outcome.reason
-    if doc.text.version != data.version:  # typed while the model ran: an edit for the old text would corrupt it
+    if doc.text.version != data.version or doc.text.revision != revision or doc.out_of_sync is not None:
+        # typed while the model ran (or the text went out of sync): an edit for the old text would corrupt it
         return doc, outcome, "the document changed while the model ran; nothing was changed"
     return doc, outcome, None
 
