@@ -142,7 +142,7 @@ def test_full_replacement_and_unknown_encoding() -> None:
 
 
 def test_the_revision_counts_applied_edits_whatever_the_version_says() -> None:
-    """"Changed since" for a request is this count (docs/reliability.md, Text sync): versions may repeat."""
+    """ "Changed since" for a request is this count (docs/reliability.md, Text sync): versions may repeat."""
     doc = TextDocument("one\ntwo", version=1)
     doc.apply_change(((0, 0), (0, 0)), "zero\n", version=1)
     doc.apply_change(None, "new")
