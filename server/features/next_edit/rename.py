@@ -21,6 +21,7 @@ from waferline.server.features.next_edit.scopes import (
     enclosing_function,
     in_parameters,
     is_binding,
+    is_method,
     occurrences,
     scope_of,
 )  # fmt: skip
@@ -62,7 +63,7 @@ def rename_edits(src: Source, r: Renamed) -> list[Edit]:
         found = _attribute_uses(src, parent, r)
     elif parent is not None and parent.type == "keyword_argument":
         return []  # a call's keyword: the signature candidate's business
-    elif parent is not None and parent.type == "function_definition" and _in_class(parent):
+    elif parent is not None and parent.type == "function_definition" and is_method(parent):
         found = _method_uses(src, parent, r)
     else:
         found = _variable_uses(src, r)
@@ -142,15 +143,3 @@ def _attributes_named(src: Source, scope: Node, owner: str, name: str) -> list[N
                 out.append(attr)
         stack.extend(reversed(n.children))
     return sorted(out, key=lambda n: n.start_byte)
-
-
-def _in_class(function: Node) -> bool:
-    parent = function.parent
-    if parent is not None and parent.type == "decorated_definition":
-        parent = parent.parent
-    return (
-        parent is not None
-        and parent.type == "block"
-        and parent.parent is not None
-        and (parent.parent.type == "class_definition")
-    )

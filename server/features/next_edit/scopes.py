@@ -143,3 +143,16 @@ def enclosing_function(node: Node) -> Node | None:
     while n is not None and n.type not in FUNCTION_TYPES:
         n = n.parent
     return n
+
+
+def is_method(function: Node) -> bool:
+    """A function_definition directly in a class body (decorated or not)."""
+    parent = function.parent
+    if parent is not None and parent.type == "decorated_definition":
+        parent = parent.parent
+    return (
+        parent is not None
+        and parent.type == "block"
+        and parent.parent is not None
+        and parent.parent.type == "class_definition"
+    )

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from waferline.server.features.next_edit.scopes import binds, enclosing_function, is_name, scope_of
+from waferline.server.features.next_edit.scopes import binds, enclosing_function, is_method, is_name, scope_of
 from waferline.server.features.next_edit.source import Edit, Source, enclosing, walk
 from waferline.syntax.edit_history import EditEvent
 
@@ -69,7 +69,7 @@ def signature_change(src: Source, start: int, end: int, event: EditEvent) -> Cha
     function, name_node = params.parent, params.parent.child_by_field_name("name")
     if old is None or new is None or old == new or name_node is None:
         return None
-    method = _is_method(function)
+    method = is_method(function)
     if method:
         if not old or not new or old[0].name not in ("self", "cls") or old[0] != new[0]:
             return None
@@ -125,18 +125,6 @@ def _params(params: Node, src: Source) -> tuple[Param, ...] | None:
     if len({p.name for p in out}) != len(out):
         return None
     return tuple(out)
-
-
-def _is_method(function: Node) -> bool:
-    parent = function.parent
-    if parent is not None and parent.type == "decorated_definition":
-        parent = parent.parent
-    return (
-        parent is not None
-        and parent.type == "block"
-        and parent.parent is not None
-        and (parent.parent.type == "class_definition")
-    )
 
 
 def _calls(src: Source, change: Change) -> Iterator[Node]:
