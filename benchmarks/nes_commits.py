@@ -1,5 +1,5 @@
 """The model cases of `waferline eval-nes`: real commits of a permissively licensed repository, replayed hunk by
-hunk (benchmarks/nes_cases.py writes them; the texts are shipped, not the repository).
+hunk (benchmarks/nes_cases.py writes them, with hunks from benchmarks/nes_structural.py; the texts are shipped, not the repository).
 
 A commit that changes exactly one Python file, by at most MAX_CHANGED_LINES lines in 2 to MAX_HUNKS hunks, gives
 one case per hunk after the first: the user has made hunks 1..k (in the file's order), the next hunk is the target;
@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from waferline.benchmarks.nes_cases import hunks
+from waferline.benchmarks.nes_structural import hunks
 
 MAX_HUNKS = 6
 MAX_CHANGED_LINES = 40
