@@ -117,3 +117,19 @@ def test_the_q4_1_file_decodes_alike_in_llama_server(model: LoadedModel, q4_1: P
             ids = model.tokenizer.encode(prompt)
             mine = list(generate(Session(model.model), ids, max_new_tokens=N).tokens)
             assert mine[:4] == llama_greedy(url, ids)[:4]
+
+
+def test_the_local_engine_completes_inline_with_smollm2(model: LoadedModel) -> None:
+    """SmolLM2 has no FIM tokens: it completes from the prefix, and the suffix's first line ends the completion."""
+    from waferline.engine.api import EditRequest
+    from waferline.engine.local import LocalEngine
+
+    engine = LocalEngine(model, speculate=False)
+    request = EditRequest(session_id="a", prefix="def fibonacci(n):\n    ", suffix="\n", max_new_tokens=48,
+                          time_budget_s=None)  # fmt: skip
+    free = engine.complete(request, lambda: False)
+    assert free.text.strip() and free.prompt_tokens <= len(model.tokenizer.encode(request.prefix))
+    line = next(ln.strip() for ln in free.text.splitlines()[1:] if ln.strip())  # a later line of its own text
+    cut = engine.complete(EditRequest(session_id="b", prefix=request.prefix, suffix=f"\n{line}\n", max_new_tokens=48,
+                                      time_budget_s=None), lambda: False)  # fmt: skip
+    assert cut.stop_reason == "stop_string" and cut.text == free.text[: free.text.index(line)]
