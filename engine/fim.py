@@ -26,9 +26,9 @@ and defaults to SPM. CodeLlama's S' is the suffix encoded without the SentencePi
 
 A model without FIM tokens (SmolLM2, most instruction and chat models) completes from the prefix alone
 (`PrefixTemplate`): [BOS when the model adds one] P, the same ids the model sees for any text it continues, and
-the suffix's first line (the rest of the cursor's line, or the next non-blank line when that is empty) as a stop
-string, so a completion ends where the text after the cursor begins instead of writing it a second time. Such a
-prompt ends at the cursor, as SPM's does: typing only appends tokens, and token healing applies.
+the suffix's first line (the rest of the cursor's line, or a line break and the next non-blank line when the rest
+is blank) as a stop string, so a completion ends where the text after the cursor begins instead of writing it a
+second time. Such a prompt ends at the cursor, as SPM's does: typing only appends tokens, and token healing applies.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class PrefixTemplate:
         return cls(tokenizer=tokenizer, stop_ids=tuple(special.stop_ids), bos_id=bos, start_id=start)
 
     def stop_strings(self, suffix: str) -> tuple[str, ...]:
-        """The suffix's first line (stripped), or its next non-blank line when the cursor ends its line."""
+        """The suffix's first line (`suffix_first_line`), where a completion ends."""
         stop = suffix_first_line(suffix)
         return (stop,) if stop else ()
 
@@ -196,8 +196,10 @@ class PrefixTemplate:
 
 
 def suffix_first_line(suffix: str) -> str:
-    """The rest of the cursor's line, stripped; when that is blank, the suffix's next non-blank line, stripped."""
-    for line in suffix.split("\n"):
-        if line.strip():
-            return line.strip()
-    return ""
+    """The stop string a suffix gives a prefix-only completion: the rest of the cursor's line (trailing blanks
+    dropped); when that is blank, a line break and the next non-blank line with its indentation, so that a short
+    line such as ")" stops the completion only where it starts a line, as it does in the document."""
+    first, _, rest = suffix.partition("\n")
+    if first.strip():
+        return first.rstrip()
+    return next(("\n" + line.rstrip() for line in rest.split("\n") if line.strip()), "")

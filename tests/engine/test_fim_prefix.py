@@ -31,8 +31,9 @@ def engine(no_fim: LoadedModel) -> LocalEngine:
     ("suffix", "stop"),
     [
         (")\n    return x\n", ")"),  # the rest of the cursor's line
-        ("  ]  \nnext()", "]"),
-        ("\n\n    return total\n", "return total"),  # the cursor ends its line: the next non-blank one
+        ("  ]  \nnext()", "  ]"),
+        ("\n\n    return total  \n", "\n    return total"),  # the cursor ends its line: the next non-blank one
+        ("\n)\n", "\n)"),  # which stops a completion only where ")" starts a line
         ("\n \n\t\n", ""),
         ("", ""),
     ],
@@ -48,6 +49,7 @@ def test_the_prompt_is_the_prefix_as_plain_text(no_fim: LoadedModel) -> None:
     assert not set(template.build(PREFIX + "<|fim_suffix|>", "")) & tk.control_ids  # typed markup stays text
     assert template.build("", "x = 1\n") == [tk.token_to_id("<|endoftext|>")]  # an empty prefix: one start token
     assert template.stop_strings("x)\n") == ("x)",) and template.stop_strings("\n") == ()
+    assert template.stop_strings("\n    y = 2") == ("\n    y = 2",)
     with pytest.raises(FimError, match="unknown FIM order"):
         template.build(PREFIX, "", order="pms")  # type: ignore[arg-type]
     with_bos = PrefixTemplate.for_model(tk, SpecialTokens(bos_id=4, eos_id=0, stop_ids=(0,), add_bos=True))
@@ -63,5 +65,5 @@ def test_the_engine_serves_a_model_without_fim_tokens(engine: LocalEngine) -> No
     # the suffix's first line, met in the completion, ends it there: the text after the cursor is not written twice
     stop = free[len(free) // 2 :][:6].strip()
     assert stop and free.index(stop) > 0, free
-    cut = engine.complete(dataclasses.replace(request, session_id="b", suffix=f"\n{stop}\n"), lambda: False)
+    cut = engine.complete(dataclasses.replace(request, session_id="b", suffix=f"{stop}\n"), lambda: False)
     assert cut.text == free[: free.index(stop)] and cut.stop_reason == "stop_string"

@@ -129,7 +129,8 @@ def test_the_local_engine_completes_inline_with_smollm2(model: LoadedModel) -> N
                           time_budget_s=None)  # fmt: skip
     free = engine.complete(request, lambda: False)
     assert free.text.strip() and free.prompt_tokens <= len(model.tokenizer.encode(request.prefix))
-    line = next(ln.strip() for ln in free.text.splitlines()[1:] if ln.strip())  # a later line of its own text
-    cut = engine.complete(EditRequest(session_id="b", prefix=request.prefix, suffix=f"\n{line}\n", max_new_tokens=48,
+    # the cursor ends its line and the suffix goes on with a later line of the model's own text: it stops there
+    line = "\n" + next(ln.rstrip() for ln in free.text.splitlines()[1:] if ln.strip())
+    cut = engine.complete(EditRequest(session_id="b", prefix=request.prefix, suffix=f"{line}\n", max_new_tokens=48,
                                       time_budget_s=None), lambda: False)  # fmt: skip
     assert cut.stop_reason == "stop_string" and cut.text == free.text[: free.text.index(line)]
