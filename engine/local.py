@@ -32,6 +32,7 @@ from waferline.engine.api import (
 from waferline.engine.candidates import line_end_ids, preferred, score_candidates
 from waferline.engine.chat import chat_prompt_ids, read_chat_template
 from waferline.engine.checkpoint import LoadedModel
+from waferline.engine.fim import FimTemplate, PrefixTemplate
 from waferline.engine.generate import GenerationResult, generate, prefill
 from waferline.engine.healing import Healing, TokenHealer
 from waferline.engine.kvcache import Session, SessionPool, common_prefix
@@ -65,12 +66,11 @@ class LocalEngine:
         max_tokens_per_session: int = 4096,
         speculate: bool = True,
     ):
-        if loaded.fim is None:
-            raise ValueError(
-                f"model {loaded.name} has no fill-in-the-middle tokens; waferline needs a FIM-trained model"
-            )
         self.loaded = loaded
-        self.fim = loaded.fim
+        # a model without FIM tokens completes from the prefix, the suffix's first line a stop (engine/fim.py)
+        self.fim: FimTemplate | PrefixTemplate = loaded.fim or PrefixTemplate.for_model(
+            loaded.tokenizer, loaded.special
+        )
         self.chars_per_token = chars_per_token(loaded)
         self.pool = SessionPool(
             loaded.model, max_bytes=kv_cache_bytes, max_tokens_per_session=max_tokens_per_session
@@ -217,7 +217,7 @@ class LocalEngine:
             max_new_tokens=request.max_new_tokens + (healing is not None),  # the first token re-makes the healed one
             temperature=request.temperature,
             stop_token_ids=tuple(self.fim.stop_ids) + tuple(lm.special.stop_ids),
-            stop_strings=request.stop_strings,
+            stop_strings=(*request.stop_strings, *self.fim.stop_strings(request.suffix)),
             stop_rule=request.should_stop,
             tokenizer=lm.tokenizer,
             time_budget_s=request.time_budget_s,

@@ -1,4 +1,4 @@
-"""What GGUF reading and writing share: tensor names, architectures, pre-tokenizer expressions, the Q/K layout.
+"""What GGUF reading and writing share: tensor names, architectures, the pre-tokenizers exported, the Q/K layout.
 
 GGUF names a tensor `blk.{i}.attn_q.weight` where Hugging Face names it `model.layers.{i}.self_attn.q_proj.weight`.
 llama.cpp runs a "llama" architecture's rotary embedding on interleaved pairs of each head's dimensions, where
@@ -43,8 +43,9 @@ _LAYER_BACK = {v: k for k, v in _LAYER.items()}
 _TOP_BACK = {v: k for k, v in _TOP.items()}
 ROPE_FREQS = "rope_freqs.weight"  # llama.cpp's precomputed Llama 3 frequency factors (a 1-D tensor)
 
-# tokenizer.ggml.pre -> the split expression that precedes byte-level BPE (the tokenizers library's Split + ByteLevel)
-PRE_TOKENIZERS = {
+# The name the exporter writes as tokenizer.ggml.pre for a tokenizer.json whose pre-tokenizer is one Split by this
+# expression (as Hugging Face spells it) then ByteLevel; what a reader does with a name is in pretokenizers.py.
+EXPORT_PRE_TOKENIZERS = {
     "qwen2": (
         r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
         r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"

@@ -4,8 +4,9 @@ weights dequantised into the engine's own formats as they are placed.
 Every block format the `gguf` package dequantises is read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, ...): each tensor
 is turned into float32 one at a time and handed to `Transformer.load`, which places it in the device's weight
 format (int8 for the CPU's fast path), so a quantised file is never held as float32 whole. Only byte-level BPE
-tokenizers (`tokenizer.ggml.model = "gpt2"`, what Qwen2.5-Coder and Llama 3 files carry) with a known
-pre-tokenizer are read; anything else is refused with the reason, as is a file that is not GGUF or is cut short.
+tokenizers (`tokenizer.ggml.model = "gpt2"`, what Qwen2.5-Coder, Llama 3 and SmolLM2 files carry) with a
+pre-tokenizer in llama.cpp's table (pretokenizers.py) are read; anything else is refused with the reason, as is a
+file that is not GGUF or is cut short.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from waferline.engine.checkpoint import CheckpointError, LoadedModel
 from waferline.engine.fim import FimError, fim_template
 from waferline.engine.gguf.names import (
     ARCHITECTURES,
-    PRE_TOKENIZERS,
     ROPE_FREQS,
     from_gguf_rows,
     hf_name,
     llama3_freq_factors,
 )
+from waferline.engine.gguf.pretokenizers import PRE_TOKENIZERS, PreTokenizer, pre_tokenizer
 from waferline.engine.hf import from_hf, hf_weight_shape
 from waferline.engine.model import ModelArgs, Transformer
 from waferline.engine.tokenizer import SpecialTokens, Tokenizer
@@ -134,18 +135,25 @@ def model_args(f: GgufFile) -> ModelArgs:
     return args
 
 
-def tokenizer_json(f: GgufFile) -> str:
-    """The file's byte-level BPE vocabulary as a tokenizers JSON document."""
+def file_pre_tokenizer(f: GgufFile) -> PreTokenizer:
+    """The row of llama.cpp's pre-tokenizer table the file names; a clear error naming the known ones otherwise."""
     model = f.require("tokenizer.ggml.model")
     if model != "gpt2":
         raise CheckpointError(
             f"{f.path}: tokenizer.ggml.model is {model!r}; waferline reads byte-level BPE ('gpt2') tokenizers only"
         )
-    pre = f.get("tokenizer.ggml.pre") or "default"
-    if pre not in PRE_TOKENIZERS:
+    name = f.get("tokenizer.ggml.pre")
+    row = pre_tokenizer(name)
+    if row is None:
         raise CheckpointError(
-            f"{f.path}: pre-tokenizer {pre!r} is not known to waferline (known: {', '.join(PRE_TOKENIZERS)})"
+            f"{f.path}: pre-tokenizer {name!r} is not known to waferline (known: {', '.join(sorted(PRE_TOKENIZERS))})"
         )
+    return row
+
+
+def tokenizer_json(f: GgufFile) -> str:
+    """The file's byte-level BPE vocabulary as a tokenizers JSON document."""
+    pre = file_pre_tokenizer(f)
     tokens = [str(t) for t in f.require("tokenizer.ggml.tokens")]
     merges = [str(m) for m in f.get("tokenizer.ggml.merges") or []]
     types = list(f.get("tokenizer.ggml.token_type") or [])
@@ -156,15 +164,12 @@ def tokenizer_json(f: GgufFile) -> str:
     ]  # fmt: skip
     document = {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": special, "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": PRE_TOKENIZERS[pre]}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
-        ]},
+        "pre_tokenizer": pre.document(),
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": pre.ignore_merges, "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
     }  # fmt: skip
     return json.dumps(document, ensure_ascii=False)
 
@@ -185,7 +190,8 @@ def special_tokens(f: GgufFile, vocab_size: int) -> SpecialTokens:
         eos_id=eos,
         stop_ids=tuple(dict.fromkeys(stops)),
         pad_id=token_id("padding"),
-        add_bos=bool(f.get("tokenizer.ggml.add_bos_token", False)) and bos is not None,
+        # llama.cpp's default for the pre-tokenizer (Llama 3's is to add one) when the file does not say
+        add_bos=bool(f.get("tokenizer.ggml.add_bos_token", file_pre_tokenizer(f).add_bos)) and bos is not None,
     )
 
 

@@ -24,7 +24,7 @@ from waferline.engine.checkpoint import (
     special_tokens_from_files,
 )
 from waferline.engine.fim import detect_family
-from waferline.engine.gguf.names import ARCHITECTURES, PRE_TOKENIZERS, gguf_name, to_gguf_rows
+from waferline.engine.gguf.names import ARCHITECTURES, EXPORT_PRE_TOKENIZERS, gguf_name, to_gguf_rows
 from waferline.engine.gguf.read import CONTROL, FIM_TEMPLATE_KEY
 from waferline.engine.weights import read_json, stream_tensors, weight_shards
 
@@ -119,7 +119,7 @@ def _add_tokenizer(w: Any, document: dict[str, Any], vocab_size: int, model_dir:
     if pre is None:
         raise CheckpointError(
             f"{model_dir}: the tokenizer's pre-tokenizer is none llama.cpp knows by name "
-            f"({', '.join(PRE_TOKENIZERS)}); llama.cpp would split text differently"
+            f"({', '.join(EXPORT_PRE_TOKENIZERS)}); llama.cpp would split text differently"
         )
     vocab: dict[str, int] = model["vocab"]
     tokens = [""] * vocab_size
@@ -146,4 +146,4 @@ def _pre_tokenizer_name(pre: Any) -> str | None:
     if not steps or len(steps) != 2 or steps[1].get("type") != "ByteLevel" or steps[0].get("type") != "Split":
         return None
     regex = (steps[0].get("pattern") or {}).get("Regex")
-    return next((name for name, expr in PRE_TOKENIZERS.items() if expr == regex), None)
+    return next((name for name, expr in EXPORT_PRE_TOKENIZERS.items() if expr == regex), None)

@@ -9,7 +9,8 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from random_weights import scaled_state  # tests/support
+from gguf_rewrite import finish, rewrite_gguf  # tests/support
+from random_weights import scaled_state
 
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, CheckpointError, LoadedModel, load_model
 from waferline.engine.checkpoint_save import save_checkpoint
@@ -84,7 +85,7 @@ def test_a_q4_0_file_is_dequantised(tmp_path: Path) -> None:
     """Block formats waferline does not write are read through the gguf package's dequantisers (Q4_0 here)."""
     src = random_model(tmp_path / "q4-src", "qwen2")
     f32 = export_gguf(src, tmp_path / "f32.gguf", "f32")
-    q4 = _rewrite(f32, tmp_path / "q4.gguf", gguf.GGMLQuantizationType.Q4_0)
+    q4 = rewrite_gguf(f32, tmp_path / "q4.gguf", gguf.GGMLQuantizationType.Q4_0)
     a, b = load_model(src), load_model(q4)
     assert b.args == a.args
     la, lb = logits(a), logits(b)
@@ -108,7 +109,7 @@ def test_an_architecture_waferline_does_not_run_is_named(tmp_path: Path) -> None
     path = tmp_path / "gemma.gguf"
     w = gguf.GGUFWriter(path, "gemma")
     w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
-    _finish(w)
+    finish(w)
     with pytest.raises(CheckpointError, match="architecture 'gemma' is not supported"):
         load_model(path)
 
@@ -122,7 +123,7 @@ def test_an_architecture_waferline_does_not_run_is_named(tmp_path: Path) -> None
 )
 def test_tokenizers_waferline_cannot_rebuild_are_refused(key: str, value: str, message: str, tmp_path: Path) -> None:
     f32 = export_gguf(DEFAULT_MODEL_DIR, tmp_path / "f32.gguf", "f32")
-    changed = _rewrite(f32, tmp_path / "changed.gguf", None, {key: value})
+    changed = rewrite_gguf(f32, tmp_path / "changed.gguf", None, {key: value})
     with pytest.raises(CheckpointError, match=message):
         load_model(changed)
 
@@ -146,33 +147,3 @@ def random_model(path: Path, model_type: str) -> Path:
     state = scaled_state(args, seed=1)
     tokenizer = (DEFAULT_MODEL_DIR / "tokenizer.json").read_text(encoding="utf-8")
     return save_checkpoint(path, args, state, tokenizer_json=tokenizer, fim_template="waferline")
-
-
-def _finish(w: gguf.GGUFWriter) -> None:
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-def _rewrite(src: Path, out: Path, qtype: gguf.GGMLQuantizationType | None, changes: dict | None = None) -> Path:
-    """A copy of a GGUF file with its 2-D weights quantised to `qtype` and some string metadata changed."""
-    reader = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(out, reader.fields["general.architecture"].contents())
-    for name, field in reader.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        value = (changes or {}).get(name, field.contents())
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            w.add_array(name, value)
-        else:
-            w.add_key_value(name, value, kind)
-    for t in reader.tensors:
-        array = np.array(t.data, dtype=np.float32).reshape([int(x) for x in reversed(t.shape.tolist())])
-        if qtype is not None and array.ndim == 2:
-            w.add_tensor(t.name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
-        else:
-            w.add_tensor(t.name, array)
-    _finish(w)
-    return out
