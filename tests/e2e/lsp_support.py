@@ -153,6 +153,15 @@ async def stats(client: LanguageClient) -> dict[str, Any]:
     return as_dict(await client.protocol.send_request_async("waferline/stats", {}))
 
 
+async def engine_ready(client: LanguageClient, timeout_s: float = 60.0) -> None:
+    """Wait until the server's engine has loaded (`waferline/stats`' engine_state), for a test whose request would
+    otherwise race the load on a busy machine."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while (await stats(client)).get("engine_state") != "ready":
+        assert asyncio.get_running_loop().time() < deadline, "the engine did not load in time"
+        await asyncio.sleep(0.05)
+
+
 async def document_state(client: LanguageClient, uri: str, include_text: bool = False) -> dict[str, Any]:
     params = {"uri": uri, "includeText": include_text}
     return as_dict(await client.protocol.send_request_async("waferline/document", params))

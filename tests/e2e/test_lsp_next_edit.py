@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 import pytest
-from lsp_support import as_dict, inline, lsp_session, open_doc, stats
+from lsp_support import as_dict, engine_ready, inline, lsp_session, open_doc, stats
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -235,6 +235,7 @@ WINDOW = "a = 1\nb = 2\nc = 3\n"
 
 async def test_model_rewrite_of_the_window_is_the_edit() -> None:
     async with lsp_session("vscode", MODEL_OPTIONS, fixed_text="a = 1\nb = 20\nc = 3\n") as client:
+        await engine_ready(client)  # the model path runs only once the engine is there
         doc = Client(client, URI, WINDOW)
         (edit,) = await doc.next_edit(types.Position(line=1, character=0))
         assert edit["kind"] == "model" and edit["text"] == "0"
@@ -249,6 +250,7 @@ async def test_model_path_off_by_default_and_a_rewrite_that_breaks_the_parse_is_
         assert await doc.next_edit(types.Position(line=1, character=0)) == []
         assert as_dict((await stats(client))["inlineEdit"])["modelRuns"] == 0
     async with lsp_session("vscode", MODEL_OPTIONS, fixed_text="a = 1\nb = (2\nc = 3\n") as client:
+        await engine_ready(client)  # the model path runs only once the engine is there
         doc = Client(client, URI, WINDOW)
         assert await doc.next_edit(types.Position(line=1, character=0)) == []
         assert as_dict((await stats(client))["inlineEdit"])["modelRuns"] == 1
@@ -258,6 +260,7 @@ async def test_model_answer_for_a_version_that_moved_on_is_not_returned() -> Non
     """The race the model path has: the document changes while the model writes; the answer must be empty, and a
     newer request for the document cancels the older one."""
     async with lsp_session("vscode", MODEL_OPTIONS, fixed_text="a = 1\nb = 20\nc = 3\n", token_delay_ms=30) as client:
+        await engine_ready(client)  # the model path runs only once the engine is there
         doc = Client(client, URI, WINDOW)
         first = asyncio.ensure_future(doc.request(types.Position(line=1, character=0)))  # sent now
         await asyncio.sleep(0.2)  # the model is writing
