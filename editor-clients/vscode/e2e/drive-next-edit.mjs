@@ -38,6 +38,14 @@ function struckThrough() {
     .map((s) => s.textContent);
 }
 
+/** What is still drawn struck through once the editor has rendered a dropped edit's removal: the status item goes
+ * first and the editor's decorations follow on its next frame, so it is read after up to 3 s for them to go (a
+ * decoration still there then is a real failure, reported as found). */
+async function struckOnceSettled(page) {
+  await page.waitForFunction(`(${struckThrough.toString()})().length === 0`, null, { timeout: 3000 }).catch(() => {});
+  return page.evaluate(struckThrough);
+}
+
 /** Type `text` over the word at `where` (line:column), as a user renaming it would. */
 async function renameAt(page, where, text) {
   await goTo(page, where);
@@ -133,7 +141,7 @@ try {
     }
     result.ghostInTheWay = (result.ghostInTheWay ?? 0) + 1;
   }
-  result.dismissedStruck = await page.evaluate(struckThrough);
+  result.dismissedStruck = await struckOnceSettled(page);
   step('dismissed');
 
   // A third time, and the cursor goes elsewhere (the file's last line): the proposal is dropped.
@@ -142,7 +150,7 @@ try {
   await page.waitForFunction(() => /next edit: line 3/.test(document.body.innerText), null, { timeout });
   await goTo(page, args.awayAt);
   await page.waitForFunction(() => !document.body.innerText.includes('next edit:'), null, { timeout });
-  result.movedAwayStruck = await page.evaluate(struckThrough);
+  result.movedAwayStruck = await struckOnceSettled(page);
   await page.keyboard.press('Control+S');
   await page.waitForFunction(() => !document.querySelector('.tab.dirty'), null, { timeout });
   step('moved away and saved');
