@@ -21,26 +21,12 @@ local function state(bufnr)
   return states[bufnr]
 end
 
-local function stop_timer(st)
-  if st.timer then
-    st.timer:stop()
-    if not st.timer:is_closing() then
-      st.timer:close()
-    end
-    st.timer = nil
-  end
-end
+local stop_timer = server.stop_timer
 
 --- Cancel every request in flight for the buffer: a newer keystroke makes their answers useless.
 local function cancel_pending(bufnr)
   local st = state(bufnr)
-  for client_id, request_id in pairs(st.pending) do
-    local client = vim.lsp.get_client_by_id(client_id)
-    if client then
-      server.cancel(client, request_id)
-    end
-  end
-  st.pending = {}
+  st.pending = server.cancel_all(st.pending)
 end
 
 --- Hide the ghost text and forget the suggestion.

@@ -46,24 +46,10 @@ function M.supported(client)
   return vim.tbl_get(client, 'server_capabilities', 'experimental', 'inlineEditProvider') == true
 end
 
-local function stop_timer(st)
-  if st.timer then
-    st.timer:stop()
-    if not st.timer:is_closing() then
-      st.timer:close()
-    end
-    st.timer = nil
-  end
-end
+local stop_timer = server.stop_timer
 
 local function cancel_pending(st)
-  for client_id, request_id in pairs(st.pending) do
-    local client = vim.lsp.get_client_by_id(client_id)
-    if client then
-      server.cancel(client, request_id)
-    end
-  end
-  st.pending = {}
+  st.pending = server.cancel_all(st.pending)
 end
 
 local function buf_of(bufnr)

@@ -209,4 +209,27 @@ function M.cancel(client, id)
   return client.cancel_request(id)
 end
 
+--- Cancel every request in `pending` (client id -> request id) whose client is still there; returns an empty table
+--- for the caller to keep. Ghost text and next edits each keep one such table per buffer.
+function M.cancel_all(pending)
+  for client_id, request_id in pairs(pending) do
+    local client = vim.lsp.get_client_by_id(client_id)
+    if client then
+      M.cancel(client, request_id)
+    end
+  end
+  return {}
+end
+
+--- Stop and close the debounce timer `st.timer` (if any) and forget it.
+function M.stop_timer(st)
+  if st.timer then
+    st.timer:stop()
+    if not st.timer:is_closing() then
+      st.timer:close()
+    end
+    st.timer = nil
+  end
+end
+
 return M
