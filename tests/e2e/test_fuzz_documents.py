@@ -19,31 +19,24 @@ from fuzz_support import FIXED_TEXT, SEEDS, fuzz_settings
 from hypothesis import note, seed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, precondition, rule
-from lsp_session import INVALID_PARAMS, range_inside, start_server, state_problems
+from lsp_session import INVALID_PARAMS, Servers, range_inside, state_problems
 from lsp_strategies import draw_position, texts, well_formed
 from lsp_support import serve_command
 from raw_lsp import RawClient
 from shadow_doc import ShadowDocument, as_sent
 
-SERVERS: dict[str, RawClient] = {}
+SERVERS = Servers(serve_command(FIXED_TEXT))
 _machines = itertools.count(1)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def stop_servers() -> Iterator[None]:
     yield
-    for client in SERVERS.values():
-        client.stop()
-    SERVERS.clear()
+    SERVERS.stop()
 
 
 def server(encoding: str) -> RawClient:
-    client = SERVERS.get(encoding)
-    if client is None or not client.alive():
-        client, chosen = start_server(serve_command(FIXED_TEXT), encoding)
-        assert chosen == encoding, f"asked for {encoding} positions, the server chose {chosen}"
-        SERVERS[encoding] = client
-    return client
+    return SERVERS.get(encoding)
 
 
 class Documents(RuleBasedStateMachine):

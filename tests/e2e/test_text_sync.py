@@ -31,13 +31,13 @@ from fuzz_support import SEEDS, fuzz_settings
 from hypothesis import note, seed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
-from lsp_session import INVALID_PARAMS, range_inside, start_server, state_problems
+from lsp_session import INVALID_PARAMS, Servers, range_inside, state_problems
 from lsp_support import serve_command
 from raw_lsp import RawClient
 from shadow_doc import ShadowDocument, as_sent, units
 
 FIXED = "x + 1"
-SERVERS: dict[str, RawClient] = {}
+SERVERS = Servers(serve_command(FIXED, token_delay_ms=3))
 SESSIONS = int(os.environ.get("WAFERLINE_SYNC_SESSIONS") or 0)  # 0: the counts `make test` runs
 _machines = itertools.count(1)
 CHECKED = {"sessions": 0, "checks": 0}
@@ -50,18 +50,11 @@ texts = st.lists(st.sampled_from(PIECES), max_size=6).map("".join)
 @pytest.fixture(scope="module", autouse=True)
 def stop_servers() -> Iterator[None]:
     yield
-    for client in SERVERS.values():
-        client.stop()
-    SERVERS.clear()
+    SERVERS.stop()
 
 
 def server(encoding: str) -> RawClient:
-    client = SERVERS.get(encoding)
-    if client is None or not client.alive():
-        client, chosen = start_server(serve_command(FIXED, token_delay_ms=3), encoding)
-        assert chosen == encoding, f"asked for {encoding} positions, the server chose {chosen}"
-        SERVERS[encoding] = client
-    return client
+    return SERVERS.get(encoding)
 
 
 def inside_positions(doc: ShadowDocument) -> list[dict[str, int]]:

@@ -52,6 +52,28 @@ def start_server(command: list[str], encoding: str | None = None) -> tuple[RawCl
     return client, chosen
 
 
+class Servers:
+    """One server per position encoding for a test module, started on first use and again if it died; `stop`
+    ends them all (a module-scoped fixture calls it)."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
+        self.running: dict[str, RawClient] = {}
+
+    def get(self, encoding: str) -> RawClient:
+        client = self.running.get(encoding)
+        if client is None or not client.alive():
+            client, chosen = start_server(self.command, encoding)
+            assert chosen == encoding, f"asked for {encoding} positions, the server chose {chosen}"
+            self.running[encoding] = client
+        return client
+
+    def stop(self) -> None:
+        for client in self.running.values():
+            client.stop()
+        self.running.clear()
+
+
 def _concrete(value: Any, prefix: str) -> Any:
     if isinstance(value, str) and value.startswith("@D"):
         return f"file:///tmp/waferline-fuzz/{prefix}/d{value[2:]}.py"
