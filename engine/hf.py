@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from waferline.engine.model import ATTENTION_BIAS_TYPES, MODEL_TYPES, ModelArgs
+from waferline.hardware.device import BlockWeight, Weight, dense
 
 # model_type -> config's architectures
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
@@ -140,7 +141,15 @@ _LAYER_FUSED = {
 }
 
 
-def from_hf(args: ModelArgs, tensors: Iterable[tuple[str, Tensor]]) -> Iterator[tuple[str, Tensor]]:
+def cat(parts: list[Weight]) -> Weight:
+    """Rows of `parts` one after another: torch.cat, or for GGUF blocks (every part in blocks) their bytes'."""
+    blocks = [p for p in parts if isinstance(p, BlockWeight)]
+    if len(blocks) == len(parts):
+        return BlockWeight.cat(blocks)
+    return torch.cat([dense(p) for p in parts])
+
+
+def from_hf(args: ModelArgs, tensors: Iterable[tuple[str, Weight]]) -> Iterator[tuple[str, Weight]]:
     """Checkpoint tensors (Hugging Face names, any order) as the tensors `Transformer.load` places, by its names.
 
     Tensors are consumed as they come, so a streamed checkpoint never needs to sit in memory twice: a layer's
@@ -149,7 +158,7 @@ def from_hf(args: ModelArgs, tensors: Iterable[tuple[str, Tensor]]) -> Iterator[
     """
     expected = set(hf_weight_names(args))
     seen: set[str] = set()
-    pending: dict[int, dict[str, Tensor]] = {}
+    pending: dict[int, dict[str, Weight]] = {}
     top = {"model.embed_tokens.weight": "embedding", "lm_head.weight": "lm_head", "model.norm.weight": "norm"}
     for name, t in tensors:
         if name not in expected:
@@ -172,7 +181,7 @@ def from_hf(args: ModelArgs, tensors: Iterable[tuple[str, Tensor]]) -> Iterator[
                 yield p + key, parts.pop(leaf)
         for key, leaves in _LAYER_FUSED.items():
             if all(leaf in parts for leaf in leaves):
-                yield p + key, torch.cat([parts.pop(leaf) for leaf in leaves])
+                yield p + key, cat([parts.pop(leaf) for leaf in leaves])
     missing = expected - seen
     if missing:
         raise ValueError(f"checkpoint lacks {len(missing)} tensors, for example {sorted(missing)[0]!r}")

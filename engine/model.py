@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from waferline.hardware import Device, KVRef, WeightRef
-from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, RowStats, torch_row_stats
+from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, RowStats, Weight, torch_row_stats
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type of the families this decoder runs
 # The families whose config.json `attention_bias` puts biases on q, k, v and o alike (Qwen2 has q/k/v biases alone,
@@ -192,7 +192,7 @@ class Transformer:
         self.rope_cos = device.place("rope.cos", cos, role="table")
         self.rope_sin = device.place("rope.sin", sin, role="table")
 
-    def load(self, tensors: Iterable[tuple[str, Tensor]]) -> None:
+    def load(self, tensors: Iterable[tuple[str, Weight]]) -> None:
         """Place the model's tensors (the names and shapes of `weight_shapes`; engine/hf.py's `from_hf` makes them
         from a checkpoint), in any order, each as it comes, so that a stream never sits in memory twice. A tied
         model's head is placed from the embedding."""

@@ -32,6 +32,91 @@ class WeightRef:
         return n
 
 
+# GGUF block formats a backend may keep as the file stores them: ggml's type number, values and bytes per block
+BLOCK_FORMATS = {"F32": (0, 1, 4), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q8_0": (8, 32, 34)}
+
+
+@dataclass(eq=False)
+class BlockWeight:
+    """An (out, in) weight in GGUF block formats, kept as the file's bytes rather than expanded: `data` is its rows'
+    bytes one after another (uint8, 1-D), `segments` says which rows are in which format ((format, rows), ...: a
+    fused q/k/v may mix them). A backend that reads blocks keeps it (the torch CPU backend's fused step,
+    fused_blocks.c); any other calls `dense()`, which dequantises it, as `gguf` does, to float32."""
+
+    data: Tensor
+    shape: tuple[int, int]
+    segments: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        assert sum(rows for _, rows in self.segments) == self.shape[0], "segments must cover every row"
+        assert self.data.dtype == torch.uint8 and self.data.dim() == 1, "the rows' bytes, uint8, 1-D"
+        assert self.data.numel() == sum(rows * self.row_bytes(kind) for kind, rows in self.segments)
+
+    def row_bytes(self, kind: str) -> int:
+        _, values, size = BLOCK_FORMATS[kind]
+        assert self.shape[1] % values == 0, f"{self.shape[1]} inputs are not whole {kind} blocks"
+        return self.shape[1] // values * size
+
+    @property
+    def kind(self) -> str:
+        """The format of a weight of one segment."""
+        assert len(self.segments) == 1, "a weight of several formats has no one kind"
+        return self.segments[0][0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel()
+
+    def rows(self) -> Tensor:
+        """(out, row bytes) uint8, a view: the rows of a weight of one format."""
+        return self.data.view(self.shape[0], self.row_bytes(self.kind))
+
+    def with_rows(self, rows: Tensor) -> BlockWeight:
+        """The same format with its rows replaced by `rows` (out', row bytes), e.g. reordered."""
+        return BlockWeight(rows.contiguous().view(-1), (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
+
+    @staticmethod
+    def cat(parts: Sequence[BlockWeight]) -> BlockWeight:
+        """Rows of `parts` one after another (torch.cat along the rows), one copy of their bytes."""
+        assert len({p.shape[1] for p in parts}) == 1, "parts of one matrix share their inputs"
+        segments: list[tuple[str, int]] = []
+        for kind, rows in (seg for p in parts for seg in p.segments):
+            if segments and segments[-1][0] == kind:
+                segments[-1] = (kind, segments[-1][1] + rows)
+            else:
+                segments.append((kind, rows))
+        data = torch.cat([p.data for p in parts])
+        return BlockWeight(data, (sum(p.shape[0] for p in parts), parts[0].shape[1]), tuple(segments))
+
+    def dequantize(self, rows: Tensor | None = None) -> Tensor:
+        """(out, in) float32, or only the rows `rows` (int64 indices) of a weight of one format."""
+        import numpy as np
+        from gguf import GGMLQuantizationType, quants
+
+        out: list[Tensor] = []
+        at = 0
+        for kind, n in [(self.kind, self.shape[0])] if rows is not None else self.segments:
+            size = self.row_bytes(kind)
+            part = self.data[at : at + n * size].view(n, size)
+            at += n * size
+            if rows is not None:
+                part = part[rows]
+            if kind == "F32":
+                out.append(part.contiguous().view(torch.float32).clone())
+                continue
+            array = quants.dequantize(part.numpy(), GGMLQuantizationType[kind])
+            out.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)))
+        return torch.cat(out).reshape(-1, self.shape[1])
+
+
+Weight = Tensor | BlockWeight  # what `Device.place` takes
+
+
+def dense(weight: Weight) -> Tensor:
+    """The weight as a tensor: a BlockWeight dequantised to float32, a tensor as it is."""
+    return weight.dequantize() if isinstance(weight, BlockWeight) else weight
+
+
 @dataclass(eq=False)
 class KVRef:
     """One session's key/value cache: `layers` x (max_tokens, kv_heads, head_dim) for keys and for values.
@@ -163,10 +248,11 @@ class Device(Protocol):
         ...
 
     # -- placement, once per tensor at load ------------------------------------------------------------------------
-    def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
+    def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
         """Take ownership of `weight`.
 
         role: 'linear' (out, in), 'embedding' (vocab, dim), 'norm' (dim,), 'bias' (out,), 'table' (positions, d).
+        A BlockWeight (GGUF blocks) is kept as it is by a backend that reads them, else `dense(weight)` is placed.
         """
         ...
 

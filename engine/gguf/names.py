@@ -14,6 +14,7 @@ import dataclasses
 from torch import Tensor
 
 from waferline.engine.model import ModelArgs, rope_frequencies
+from waferline.hardware.device import BlockWeight, Weight
 
 # model_type (config.json) <-> general.architecture (GGUF)
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
@@ -96,11 +97,18 @@ def to_gguf_rows(args: ModelArgs, hf: str, t: Tensor) -> Tensor:
     return t.reshape(heads, 2, t.shape[0] // heads // 2, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
 
 
-def from_gguf_rows(args: ModelArgs, hf: str, t: Tensor) -> Tensor:
-    """The inverse of `to_gguf_rows`: a GGUF tensor's rows back in Hugging Face order."""
+def from_gguf_rows(args: ModelArgs, hf: str, t: Weight) -> Weight:
+    """The inverse of `to_gguf_rows`: a GGUF tensor's rows back in Hugging Face order (a matrix in GGUF blocks: its
+    rows' bytes moved, whole rows being whole blocks)."""
     heads = _heads_of(args, hf)
     if args.model_type != "llama" or heads is None:
         return t
+    if isinstance(t, BlockWeight):
+        return t.with_rows(_unpermute(t.rows(), heads))
+    return _unpermute(t, heads)
+
+
+def _unpermute(t: Tensor, heads: int) -> Tensor:
     return t.reshape(heads, t.shape[0] // heads // 2, 2, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
 
 

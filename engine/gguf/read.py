@@ -35,6 +35,7 @@ from waferline.engine.hf import from_hf, hf_weight_shape
 from waferline.engine.model import ModelArgs, Transformer
 from waferline.engine.tokenizer import SpecialTokens, Tokenizer
 from waferline.hardware import Device
+from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, Weight
 
 CONTROL, USER_DEFINED = 3, 4  # gguf.TokenType values of tokens that are never split out of text
 FIM_TEMPLATE_KEY = "waferline.fim_template"  # written by engine/gguf/write.py: the FIM layout the model was trained on
@@ -72,6 +73,19 @@ class GgufFile:
         if value is None:
             raise CheckpointError(f"{self.path}: metadata lacks {key}, which a model file needs")
         return value
+
+    def weight(self, name: str) -> Tensor | BlockWeight:
+        """One tensor as its GGUF blocks (one copy of the file's bytes, not expanded) when it is a matrix in a
+        block format a backend may read as it is (hardware/device.py's BLOCK_FORMATS), else as `tensor` gives it."""
+        t = self.tensors[name]
+        kind = t.tensor_type.name
+        if kind not in BLOCK_FORMATS or kind == "F32" or len(t.shape) != 2:
+            return self.tensor(name)
+        out, n_in = int(t.shape[1]), int(t.shape[0])
+        data = np.asarray(t.data, dtype=np.uint8)
+        if n_in % BLOCK_FORMATS[kind][1] or data.size != out * n_in // BLOCK_FORMATS[kind][1] * BLOCK_FORMATS[kind][2]:
+            raise CheckpointError(f"{self.path}: tensor {name} ({kind}) holds {data.size} bytes for {(out, n_in)}")
+        return BlockWeight(torch.from_numpy(data.reshape(-1).copy()), (out, n_in), ((kind, out),))
 
     def tensor(self, name: str) -> Tensor:
         """One tensor as float32, in numpy's (row-major) shape."""
@@ -195,15 +209,16 @@ def special_tokens(f: GgufFile, vocab_size: int) -> SpecialTokens:
     )
 
 
-def hf_tensors(f: GgufFile, args: ModelArgs) -> Iterator[tuple[str, Tensor]]:
-    """The file's tensors in Hugging Face naming and row order, one at a time."""
+def hf_tensors(f: GgufFile, args: ModelArgs) -> Iterator[tuple[str, Weight]]:
+    """The file's tensors in Hugging Face naming and row order, one at a time (matrices in Q4_0, Q4_1 and Q8_0 as
+    their blocks: `GgufFile.weight`)."""
     for name in f.tensors:
         hf = hf_name(name)
         if hf is None:
             if name == ROPE_FREQS:
                 continue
             raise CheckpointError(f"{f.path}: tensor {name!r} is not part of a {args.model_type} model waferline runs")
-        t = f.tensor(name)
+        t = f.weight(name)
         if tuple(t.shape) != hf_weight_shape(args, hf):
             raise CheckpointError(
                 f"{f.path}: tensor {name} has shape {tuple(t.shape)}, the metadata implies {hf_weight_shape(args, hf)}"

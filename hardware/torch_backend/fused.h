@@ -3,6 +3,7 @@
  * fused_pool.c      the worker threads that split a step's products between cores, and the read probe
  * fused_linear.c    the matrix products (int8 rows with 8-bit activations, float32) and the quantisation
  * fused_packed.c    the int8 product on packed weights (small models: no reduction across lanes)
+ * fused_blocks.c    the products on GGUF block-quantised weights (Q4_0, Q4_1, Q8_0) as the file stores them
  * fused_attention.c one KV head's attention for the queries of n tokens
  * fused_math.c      the vectorised exp (softmax, SiLU), and each logits row's argmax and logsumexp
  * fused_step.c      the step itself: embedding, norms, rotary, the KV cache, the order of the layers
@@ -23,7 +24,10 @@ static inline float bf16_to_f32(uint16_t h) {
 
 /* Weight formats: float32 (in, out); int8 rows (out, in); int8 packed for the VNNI product that needs no reduction
  * (fused_packed.c says how), which fused.py makes for models small enough to hold a second copy. */
-enum { W_F32 = 0, W_INT8 = 1, W_INT8_PACKED = 2 };
+enum { W_F32 = 0, W_INT8 = 1, W_INT8_PACKED = 2, W_BLOCKS = 3 };
+/* GGUF block formats (ggml's type numbers) a W_BLOCKS matrix's segments, or the embedding (EMB_BLOCKS + kind), hold */
+enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q8_0 = 8 };
+enum { EMB_BLOCKS = 16 };
 enum { WL_MAX_VECTORS = 16 }; /* vectors one wl_linear call takes (the step's tokens at once) */
 enum { WL_CHUNK_BYTES = 32768 }; /* weight bytes per chunk of a product handed to a thread (whole blocks of rows) */
 
@@ -62,6 +66,17 @@ int32_t wl_quantize_bytes(uint8_t *q, const float *x, int64_t n, float inv, int3
 /* -- fused_packed.c ------------------------------------------------------------------------------------------------ */
 void wl_linear_packed(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
                       float *sx, int64_t threads); /* wl_linear for W_INT8_PACKED */
+
+/* -- fused_blocks.c ------------------------------------------------------------------------------------------------
+ * W_BLOCKS: m->w is the rows' bytes as the GGUF file stores them, m->scale (cast) the int64 segment table (count,
+ * then per segment its BK_* format and rows); xq: n * wl_blocks_scratch_bytes(n_in) bytes of scratch. */
+void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
+                      int64_t threads);
+int64_t wl_blocks_scratch_bytes(int64_t n_in);
+int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out); /* 1: a table the product can read */
+int64_t wl_block_row_bytes(int64_t kind, int64_t n_in);                  /* -1: a format it does not read */
+void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n);
+float wl_f16_to_f32(uint16_t h);
 
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */
 void wl_attend_group(float *out, int64_t os, const float *q, int64_t qs, int64_t n, const void *kv, int64_t fmt,

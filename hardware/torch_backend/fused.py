@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, KVRef, WeightRef, torch_row_stats
+from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, DecoderPlan, KVRef, WeightRef, torch_row_stats
 from waferline.hardware.torch_backend.kernels import Int8Linear
 
 log = logging.getLogger("waferline.hardware")
@@ -44,6 +44,7 @@ SOURCES = tuple(
         "fused_attention.c",
         "fused_linear.c",
         "fused_packed.c",
+        "fused_blocks.c",
         "fused_math.c",
         "fused_pool.c",
     )
@@ -63,7 +64,8 @@ LAYER_PTRS = (
     "attn_norm", "qkv_w", "qkv_s", "qkv_r", "qkv_b", "o_w", "o_s", "o_r", "mlp_norm", "gu_w", "gu_s", "gu_r", "down_w",
     "down_s", "down_r", "q_norm", "k_norm",
 )  # fmt: skip
-W_F32, W_INT8, W_INT8_PACKED = 0, 1, 2
+W_F32, W_INT8, W_INT8_PACKED, W_BLOCKS = 0, 1, 2, 3
+EMB_BLOCKS = 16  # embfmt of an embedding in GGUF blocks: this plus the format's ggml type number (fused.h)
 # int8 weights up to this many bytes are also kept packed for the product that needs no reduction (fused_packed.c),
 # which makes a k-token step's arithmetic ~2x faster; a larger model keeps only the rows (no second copy of them)
 PACK_LIMIT_BYTES = 64 << 20
@@ -176,6 +178,10 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_row_stats.restype = ctypes.c_int64  # rows done
     lib.waferline_row_stats.argtypes = [vp, i64, i64, vp, vp, vp, vp, i64]  # rows, n, vocab; out: argmax, max,
     # logsumexp; the draft the rows verify and its length (0: every row)
+    lib.waferline_blocks_linear.restype = ctypes.c_int  # y, x, n, w, segment table, n_in, n_out, scratch, threads
+    lib.waferline_blocks_linear.argtypes = [vp, vp, i64, vp, vp, i64, i64, vp, i64]
+    lib.wl_blocks_scratch_bytes.restype = ctypes.c_int64
+    lib.wl_blocks_scratch_bytes.argtypes = [i64]
     lib.waferline_step_max_tokens.restype = ctypes.c_int64
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
@@ -292,11 +298,21 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
         return t.data_ptr()
 
     matrices = [plan.lm_head, *(m for layer in plan.layers for m in (layer.qkv, layer.o, layer.gate_up, layer.down))]
-    packed = weights == "int8" and sum(_int8_bytes(m) for m in matrices) <= PACK_LIMIT_BYTES
+    blocks = any(isinstance(m.payload, BlockWeight) for m in matrices)
+    packed = not blocks and weights == "int8" and sum(_int8_bytes(m) for m in matrices) <= PACK_LIMIT_BYTES
 
     def matrix(ref: WeightRef) -> list[int]:
-        """weights, per-row scales and per-row sums (the last two only for int8; no sums when packed)."""
+        """weights, per-row scales and per-row sums (the last two only for int8; no sums when packed); for GGUF
+        blocks their bytes and segment table (a matrix of a block model that is not in blocks: float32 rows)."""
         w = ref.payload
+        if blocks:
+            if not isinstance(w, BlockWeight):
+                dense = w.dequantize() if isinstance(w, Int8Linear) else w.float().t()
+                rows = dense.contiguous().view(torch.uint8).view(-1)
+                w = BlockWeight(rows, (ref.shape[0], ref.shape[1]), (("F32", ref.shape[0]),))
+            table = segment_table(w)
+            keep.extend((w.data, table))
+            return [w.data.data_ptr(), table.data_ptr(), 0]
         if isinstance(w, Int8Linear):
             assert weights == "int8"
             scale = w.scale.float().contiguous()
@@ -313,12 +329,16 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
         return [w.data_ptr(), 0, 0]
 
     embed = plan.embedding.payload
-    assert isinstance(embed, Tensor)
-    if embed.dtype not in (torch.float32, torch.bfloat16):
-        return f"it reads float32 and bfloat16 embeddings, not {str(embed.dtype).removeprefix('torch.')}"
-    keep.append(embed)
+    if isinstance(embed, BlockWeight):
+        embfmt, table_bytes = EMB_BLOCKS + BLOCK_FORMATS[embed.kind][0], embed.data
+    else:
+        assert isinstance(embed, Tensor)
+        if embed.dtype not in (torch.float32, torch.bfloat16):
+            return f"it reads float32 and bfloat16 embeddings, not {str(embed.dtype).removeprefix('torch.')}"
+        embfmt, table_bytes = KV_BF16 if embed.dtype == torch.bfloat16 else KV_F32, embed
+    keep.append(table_bytes)
     values = [
-        embed.data_ptr(),
+        table_bytes.data_ptr(),
         f32(plan.norm, norm=True),
         *matrix(plan.lm_head),
         f32(plan.rope_cos),
@@ -327,9 +347,9 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
     dims = torch.tensor(
         [
             plan.dim, plan.n_layers, plan.n_heads, plan.n_kv_heads, plan.head_dim, plan.intermediate_size, plan.vocab,
-            plan.max_seq_len, (W_INT8_PACKED if packed else W_INT8) if weights == "int8" else W_F32,
-            KV_BF16 if dtype == torch.bfloat16 else KV_F32,
-            KV_BF16 if embed.dtype == torch.bfloat16 else KV_F32,
+            plan.max_seq_len,
+            W_BLOCKS if blocks else (W_INT8_PACKED if packed else W_INT8) if weights == "int8" else W_F32,
+            KV_BF16 if dtype == torch.bfloat16 else KV_F32, embfmt,
         ],
         dtype=torch.int64,
     )  # fmt: skip
@@ -347,8 +367,34 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
     return CompiledStep(
         lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab,
         max_tokens=int(lib.waferline_step_max_tokens()),
-        prefill_max=None if weights == "int8" else FLOAT_PREFILL_MAX,
+        prefill_max=None if weights == "int8" or blocks else FLOAT_PREFILL_MAX,
     )  # fmt: skip
+
+
+def segment_table(w: BlockWeight) -> Tensor:
+    """The int64 table fused_blocks.c reads a block matrix's rows by: how many segments, then each one's format
+    (ggml's type number) and rows."""
+    flat = [len(w.segments)] + [x for kind, rows in w.segments for x in (BLOCK_FORMATS[kind][0], rows)]
+    return torch.tensor(flat, dtype=torch.int64)
+
+
+def blocks_linear(x: Tensor, w: BlockWeight, *, threads: int = 1) -> Tensor:
+    """x (n, in) float32, n <= 16 -> (n, out) = W x as the fused step computes it on GGUF blocks (fused_blocks.c):
+    for tests and benchmarks of the product alone."""
+    lib = library()
+    assert lib is not None, _library_error
+    x = x.float().contiguous()
+    n = x.shape[0]
+    y = torch.empty(n, w.shape[0], dtype=torch.float32)
+    table = segment_table(w)
+    scratch = torch.empty(n * int(lib.wl_blocks_scratch_bytes(w.shape[1])) + 64, dtype=torch.uint8)
+    rc = lib.waferline_blocks_linear(
+        y.data_ptr(), x.data_ptr(), n, w.data.data_ptr(), table.data_ptr(), w.shape[1], w.shape[0],
+        scratch.data_ptr(), threads,
+    )  # fmt: skip
+    if rc != 0:
+        raise ValueError(f"the block product refused {n} vectors on {w.segments} of {w.shape}")
+    return y
 
 
 def _int8_bytes(ref: WeightRef) -> int:

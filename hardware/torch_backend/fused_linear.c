@@ -8,7 +8,8 @@
  * streams from memory in address order, which the hardware prefetchers follow; reading the 16 rows side by side ran
  * at half the speed), and one transpose-and-add tree turns their 16 partial sums into 16 outputs.
  *
- * Packed int8 weights (W_INT8_PACKED) have their own product: fused_packed.c.
+ * Packed int8 weights (W_INT8_PACKED) have their own product: fused_packed.c; GGUF blocks (W_BLOCKS) theirs:
+ * fused_blocks.c.
  *
  * float32 weights are stored transposed (in, out), as the torch backend keeps them; each thread takes a range of
  * outputs and walks the weight rows across it.
@@ -276,6 +277,10 @@ void wl_linear(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, cons
                float *sx, int64_t threads) {
     if (m->fmt == W_INT8_PACKED) {
         wl_linear_packed(y, ys, x, xs, n, m, xq, sx, threads);
+        return;
+    }
+    if (m->fmt == W_BLOCKS) {
+        wl_linear_blocks(y, ys, x, xs, n, m, xq, threads);
         return;
     }
     const linear_ctx ctx = {.y = y, .ys = ys, .n = n, .x = x, .xs = xs, .xq = xq, .sx = sx, .m = m};

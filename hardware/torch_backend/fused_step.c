@@ -28,7 +28,8 @@
 #define WL_DIMS(X) X(D, DIM) X(D, LAYERS) X(D, HEADS) X(D, KV_HEADS) X(D, HEAD_DIM) X(D, INTER) X(D, VOCAB) \
     X(D, MAX_TOKENS) X(D, WFMT) X(D, KVFMT) X(D, EMBFMT)
 /* Global pointers, then per layer PER_LAYER pointers. */
-/* A matrix is three pointers: weights, per-row float scales (int8), per-row int32 sums of the int8 weights. */
+/* A matrix is three pointers: weights, per-row float scales (int8; for W_BLOCKS the segment table, fused_blocks.c),
+ * per-row int32 sums of the int8 weights. */
 #define WL_GLOBAL_PTRS(X) X(P, EMBED) X(P, NORM) X(P, HEAD_W) X(P, HEAD_S) X(P, HEAD_R) X(P, COS) X(P, SIN) \
     X(P, SCRATCH)
 /* L_Q_NORM, L_K_NORM: NULL but for Qwen3 */
@@ -91,7 +92,7 @@ static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
 
 /* Scratch floats the step needs for up to STEP_MAX_TOKENS tokens at once (fused.py allocates this many): per token
  * x, xb, tmp, qkv, att, hb and sx, then per KV head its own scores and key block (its queries may run on any
- * thread), then the quantised vectors. */
+ * thread), then the quantised vectors (with, for block formats, their per-block scales and sums). */
 int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
     const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
@@ -100,7 +101,7 @@ int64_t waferline_scratch_floats(const int64_t *dims) {
     widest = (widest + 3) / 4 * 4; /* the packed int8 product reads its vectors 4 bytes at a time */
     const int64_t per_token = 3 * dim + qkv + h * hd + 2 * dims[D_INTER] + 1;
     const int64_t floats = n * per_token + kvh * (n * (h / kvh) * dims[D_MAX_TOKENS] + 16 * hd);
-    return floats + (n * widest) / 4 + 16;
+    return floats + (n * widest) / 4 + n * (wl_blocks_scratch_bytes(widest) - widest + 3) / 4 + 16;
 }
 
 int64_t waferline_step_max_tokens(void) { return STEP_MAX_TOKENS; }
@@ -148,7 +149,11 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
     uint8_t *xq = (uint8_t *)(rows + KVH * 16 * D);
 
     for (int64_t t = 0; t < n; t++) {
-        if (embfmt == KV_BF16) {
+        if (embfmt >= EMB_BLOCKS) {
+            const int64_t kind = embfmt - EMB_BLOCKS;
+            const uint8_t *e = (const uint8_t *)ptrs[P_EMBED] + tokens[t] * wl_block_row_bytes(kind, dim);
+            wl_block_dequantize_row(x + t * dim, e, kind, dim);
+        } else if (embfmt == KV_BF16) {
             const uint16_t *e = (const uint16_t *)ptrs[P_EMBED] + tokens[t] * dim;
             for (int64_t i = 0; i < dim; i++) x[t * dim + i] = bf16_to_f32(e[i]);
         } else {

@@ -13,13 +13,14 @@ Layout choices (measured; see docs/benchmarks-decode.md):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
+from waferline.hardware.device import BlockWeight, DecoderPlan, FusedStep, KVRef, Placement, Weight, WeightRef
 from waferline.hardware.torch_backend import fused, kernels
 from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 
@@ -67,9 +68,27 @@ class TorchDevice:
         self._pack = weights == "float" and kernels.can_pack(self.torch_device, dtype)
         self._rope: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id(cos), id(sin)) -> (P, 1, D) tables
         self._counts: dict[str, float] = {"weight_bytes": 0.0}
+        self._blocks: bool | None = None  # keeps_blocks(), decided once
 
     # -- placement ---------------------------------------------------------------------------------------------------
-    def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
+    def keeps_blocks(self) -> bool:
+        """Whether GGUF block weights stay as the file stores them (the fused C step reads them, fused_blocks.c): on
+        the CPU with the fused step built, unless WAFERLINE_GGUF_BLOCKS=0 (then they are dequantised on load)."""
+        if self._blocks is None:
+            self._blocks = (
+                self.torch_device.type == "cpu"
+                and os.environ.get("WAFERLINE_GGUF_BLOCKS", "1").strip().lower() not in ("0", "false", "no", "off")
+                and not fused.disabled_by_env()
+                and fused.library() is not None
+            )
+        return self._blocks
+
+    def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
+        if isinstance(weight, BlockWeight):
+            if role in ("linear", "embedding") and self.keeps_blocks():
+                self._counts["weight_bytes"] += 0 if role == "linear" and name == "lm_head" else weight.nbytes
+                return WeightRef(name=name, shape=weight.shape, dtype=self.dtype, payload=weight)
+            weight = weight.dequantize()
         w = weight.detach().to(device=self.torch_device)
         payload: Tensor | Int8Linear | PackedLinear
         if role == "linear":
@@ -113,6 +132,8 @@ class TorchDevice:
 
     # -- per-step operations -----------------------------------------------------------------------------------------
     def embed(self, table: WeightRef, tokens: Tensor) -> Tensor:
+        if isinstance(table.payload, BlockWeight):  # GGUF blocks: only the rows asked for, dequantised
+            return table.payload.dequantize(tokens.cpu()).to(self.dtype)
         return F.embedding(tokens.to(self.torch_device), table.payload)  # (T, dim)
 
     def rms_norm(self, x: Tensor, weight: WeightRef, eps: float) -> Tensor:
@@ -121,6 +142,8 @@ class TorchDevice:
     def linear(self, x: Tensor, weight: WeightRef, bias: WeightRef | None = None) -> Tensor:
         w = weight.payload
         b = None if bias is None else bias.payload
+        if isinstance(w, BlockWeight):  # GGUF blocks off the fused step (a prompt past it): dequantised for the call
+            return F.linear(x, w.dequantize().to(x.dtype), None if b is None else b.to(x.dtype))
         if isinstance(w, PackedLinear):
             return kernels.packed_linear(x, w, b)
         if isinstance(w, Int8Linear):

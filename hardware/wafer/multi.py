@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, Weight, WeightRef
 from waferline.hardware.wafer import system
 from waferline.hardware.wafer.cost import COUNTER_KEYS, CostReport, report
 from waferline.hardware.wafer.spec import WaferSpec
@@ -74,7 +74,7 @@ class MultiWaferDevice:
         return 0 if name == "embedding" else len(self.stages) - 1
 
     # -- placement ---------------------------------------------------------------------------------------------------
-    def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
+    def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
         stage = self._stage_of(name)
         if stage is None:
             refs = [dev.place(name, weight, role=role) for dev in self.stages]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, Weight, WeightRef, dense
 from waferline.hardware.wafer import attention, ops, system
 from waferline.hardware.wafer.cost import COUNTER_KEYS, Cost, CostReport, report
 from waferline.hardware.wafer.placement import (
@@ -70,7 +70,8 @@ class WaferDevice:
         self._rope_rows: tuple[str, int, int] | None = None  # which cos/sin rows the root column holds
 
     # -- placement ---------------------------------------------------------------------------------------------------
-    def place(self, name: str, weight: Tensor, *, role: str = "linear") -> WeightRef:
+    def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
+        weight = dense(weight)  # GGUF blocks: the emulator places float weights
         spill_ok = self.spec.off_wafer_capacity_bytes > self.grid.spilled_bytes
         limit = int(self.spec.sram_bytes_per_tile * (1 - self.reserve))
         alloc = place(self.grid, name, weight, role, dtype=self.dtype, spill_ok=spill_ok, limit=limit)

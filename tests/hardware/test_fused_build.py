@@ -68,6 +68,18 @@ for weights, dtype in (("float", torch.float32), ("int8", torch.bfloat16)):
     steps = [model.forward([t], kv, kv.length) for t in (3, 4, 5)]
     stats = model.row_stats(rows.float().contiguous())
     assert all(bool(torch.isfinite(x).all()) for x in (rows, *steps)) and len(stats[0]) == 16
+import numpy as np
+from gguf import GGMLQuantizationType, quants
+from waferline.hardware.device import BlockWeight
+g = np.random.default_rng(0)
+def block(k):
+    q = quants.quantize(g.standard_normal((17, 96)).astype(np.float32), GGMLQuantizationType[k])
+    return BlockWeight(torch.from_numpy(q.reshape(-1).copy()), (17, 96), ((k, 17),))
+parts = [block(k) for k in ("Q4_0", "Q4_1", "Q8_0")]
+f32 = torch.randn(3, 96)
+parts.append(BlockWeight(f32.view(torch.uint8).view(-1).clone(), (3, 96), (("F32", 3),)))
+y = fused.blocks_linear(torch.randn(5, 96), BlockWeight.cat(parts), threads=2)  # GGUF blocks (fused_blocks.c)
+assert y.shape == (5, 54) and bool(torch.isfinite(y).all())
 print("clean")
 """
 

@@ -1,0 +1,293 @@
+/* The fused step's products on GGUF block-quantised weights, read as the file stores them (W_BLOCKS).
+ *
+ * A matrix in block formats is its rows' bytes, one row after another, and a table of segments (consecutive rows of
+ * one format: a fused q/k/v may mix Q4_K and Q6_K): int64 count, then per segment its format (ggml's type number,
+ * BK_*) and its rows. A row of n_in inputs is n_in / 32 blocks (Q4_0: fp16 d, 16 bytes of 4-bit q, w = d (q - 8);
+ * Q4_1: fp16 d and m, 16 bytes of q, w = d q + m; Q8_0: fp16 d, 32 signed bytes, w = d q), or float32 values (BK_F32,
+ * a matrix of a quantised file stored unquantised). Within a block of 32, byte j holds input j in its low nibble
+ * and input j + 16 in its high one.
+ *
+ * As llama.cpp does, a product first quantises its input vector to 8 bits in blocks of 32 (Q8_0/Q8_1: d = max|x| /
+ * 127 rounded to fp16, q = round(x 127 / max|x|), and for Q4_1 s = d sum q rounded to fp16), then takes each
+ * block's dot product exactly in integers (AVX512-VNNI's or AVX-VNNI's unsigned-by-signed byte dot product on 32
+ * bytes, AVX2's multiply-add pairs, or a plain loop) and adds d_w d_x dot (+ m_w s_x) in float32. Every output is
+ * one row's dot product computed by one thread in one order, whatever the thread count or the number of vectors.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fused.h"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define BLOCKS_DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#elif defined(__AVXVNNI__)
+#define BLOCKS_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#elif defined(__AVX2__)
+#define BLOCKS_DPBUSD(acc, u, s) \
+    _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+#endif
+
+float wl_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (mant << 13); /* inf, NaN */
+    } else if (exp != 0) {
+        u = sign | ((exp + 112) << 23) | (mant << 13);
+    } else if (mant == 0) {
+        u = sign;
+    } else { /* subnormal: value mant 2^-24 */
+        float f = (float)mant * 5.9604644775390625e-8f;
+        memcpy(&u, &f, 4);
+        u |= sign;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* f rounded to the nearest fp16 value (ties to even), as float32; what storing it as fp16 and reading it back gives */
+static float round_f16(float f) {
+#ifdef __F16C__
+    return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a >= 0x477ff000u) return a > 0x7f800000u ? f : (u >> 31 ? -INFINITY : INFINITY); /* overflows fp16 */
+    if (a < 0x38800000u) { /* below fp16's smallest normal: a multiple of 2^-24 */
+        const float q = rintf(fabsf(f) * 16777216.0f) * 5.9604644775390625e-8f;
+        return u >> 31 ? -q : q;
+    }
+    const uint32_t keep = a + 0xfffu + ((a >> 13) & 1u); /* round the 13 bits fp16 drops */
+    u = (u & 0x80000000u) | (keep & ~0x1fffu);
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+static inline float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+#ifdef __F16C__
+    return _cvtsh_ss(h);
+#else
+    return wl_f16_to_f32(h);
+#endif
+}
+
+int64_t wl_block_row_bytes(int64_t kind, int64_t n_in) {
+    switch (kind) {
+    case BK_F32: return 4 * n_in;
+    case BK_Q4_0: return n_in / 32 * 18;
+    case BK_Q4_1: return n_in / 32 * 20;
+    case BK_Q8_0: return n_in / 32 * 34;
+    default: return -1;
+    }
+}
+
+/* Row `row` (n values) of block format `kind` as float32: the values the file's blocks stand for. */
+void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n) {
+    if (kind == BK_F32) {
+        memcpy(out, row, sizeof(float) * (size_t)n);
+        return;
+    }
+    const int64_t bytes = wl_block_row_bytes(kind, 32);
+    for (int64_t b = 0; b < n / 32; b++) {
+        const uint8_t *blk = row + b * bytes;
+        float *o = out + 32 * b;
+        const float d = f16_at(blk);
+        if (kind == BK_Q8_0) {
+            for (int j = 0; j < 32; j++) o[j] = d * (float)(int8_t)blk[2 + j];
+        } else if (kind == BK_Q4_0) {
+            for (int j = 0; j < 16; j++) {
+                o[j] = d * (float)((blk[2 + j] & 0xf) - 8);
+                o[j + 16] = d * (float)((blk[2 + j] >> 4) - 8);
+            }
+        } else { /* Q4_1 */
+            const float m = f16_at(blk + 2);
+            for (int j = 0; j < 16; j++) {
+                o[j] = d * (float)(blk[4 + j] & 0xf) + m;
+                o[j + 16] = d * (float)(blk[4 + j] >> 4) + m;
+            }
+        }
+    }
+}
+
+/* An input vector quantised in blocks of 32: q (n_in bytes), and per block d, s = d sum q (fp16-rounded) and sum q */
+typedef struct {
+    const int8_t *q;
+    const float *d, *s;
+    const int32_t *sum;
+} q8_vec;
+
+static void quantize_q8(int8_t *restrict q, float *restrict d, float *restrict s, int32_t *restrict sum,
+                        const float *restrict x, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
+        const float db = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int32_t total = 0;
+        for (int j = 0; j < 32; j++) {
+            const int32_t v = (int32_t)lrintf(xb[j] * id); /* to nearest even, as the vector rounding */
+            q[32 * b + j] = (int8_t)v;
+            total += v;
+        }
+        d[b] = round_f16(db);
+        s[b] = round_f16(db * (float)total);
+        sum[b] = total;
+    }
+}
+
+/* row . x for one row of `kind` against the quantised (or, for BK_F32, the float) vector */
+static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v, const float *restrict xf,
+                     int64_t n_in) {
+    const int64_t nb = n_in / 32;
+    if (kind == BK_F32) {
+        float acc = 0.0f;
+        const float *w = (const float *)(const void *)row;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = 0; i < n_in; i++) acc += w[i] * xf[i];
+        return acc;
+    }
+#ifdef BLOCKS_DPBUSD
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    float extra = 0.0f; /* Q4_1's m_w s_x */
+    const __m256i low = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v->q + 32 * b));
+        __m256i dot;
+        float scale;
+        if (kind == BK_Q8_0) {
+            const uint8_t *blk = row + 34 * b;
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+            /* |w| (unsigned) against x with w's sign: the signed product, as VNNI takes unsigned by signed */
+            dot = BLOCKS_DPBUSD(zero, _mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
+            scale = f16_at(blk) * v->d[b];
+        } else {
+            const int64_t bytes = kind == BK_Q4_0 ? 18 : 20;
+            const uint8_t *blk = row + bytes * b;
+            const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(blk + bytes - 16));
+            const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);
+            dot = BLOCKS_DPBUSD(zero, w, xv);
+            scale = f16_at(blk) * v->d[b];
+            if (kind == BK_Q4_0) /* sum (q - 8) x = sum q x - 8 sum x, exactly, in lane 0 */
+                dot = _mm256_sub_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * v->sum[b])));
+            else
+                extra += f16_at(blk + 2) * v->s[b];
+        }
+        if (b & 1)
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(dot), acc1);
+        else
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(dot), acc0);
+    }
+    const __m256 a = _mm256_add_ps(acc0, acc1);
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1))) + extra;
+#else
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *x = v->q + 32 * b;
+        int32_t dot = 0;
+        if (kind == BK_Q8_0) {
+            const uint8_t *blk = row + 34 * b;
+            for (int j = 0; j < 32; j++) dot += (int32_t)(int8_t)blk[2 + j] * x[j];
+            acc += f16_at(blk) * v->d[b] * (float)dot;
+        } else {
+            const int64_t bytes = kind == BK_Q4_0 ? 18 : 20;
+            const uint8_t *blk = row + bytes * b, *qs = blk + bytes - 16;
+            for (int j = 0; j < 16; j++) dot += (int32_t)(qs[j] & 0xf) * x[j] + (int32_t)(qs[j] >> 4) * x[j + 16];
+            if (kind == BK_Q4_0) dot -= 8 * v->sum[b];
+            acc += f16_at(blk) * v->d[b] * (float)dot;
+            if (kind == BK_Q4_1) acc += f16_at(blk + 2) * v->s[b];
+        }
+    }
+    return acc;
+#endif
+}
+
+enum { MAX_SEGMENTS = 8 };
+
+typedef struct {
+    float *y;
+    int64_t ys, n, n_in;
+    const float *x; /* the float vectors (BK_F32 rows), xs apart */
+    int64_t xs;
+    const q8_vec *v; /* per vector, its quantised form */
+    const wl_matrix *m;
+    int64_t segs, kind[MAX_SEGMENTS], first[MAX_SEGMENTS + 1], offset[MAX_SEGMENTS], row_bytes[MAX_SEGMENTS];
+} blocks_ctx;
+
+static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
+    const blocks_ctx *c = (const blocks_ctx *)ctx_;
+    const uint8_t *base = (const uint8_t *)c->m->w;
+    int64_t s = 0;
+    for (int64_t o = begin; o < end; o++) {
+        while (o >= c->first[s + 1]) s++;
+        const uint8_t *row = base + c->offset[s] + (o - c->first[s]) * c->row_bytes[s];
+        const float bias = c->m->bias ? c->m->bias[o] : 0.0f;
+        for (int64_t t = 0; t < c->n; t++)
+            c->y[t * c->ys + o] = row_dot(c->kind[s], row, &c->v[t], c->x + t * c->xs, c->n_in) + bias;
+    }
+}
+
+int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
+    if (table == NULL || table[0] < 1 || table[0] > MAX_SEGMENTS) return 0;
+    int64_t rows = 0;
+    for (int64_t i = 0; i < table[0]; i++) {
+        if (table[2 + 2 * i] < 0 || (table[1 + 2 * i] != BK_F32 && n_in % 32 != 0)) return 0;
+        if (wl_block_row_bytes(table[1 + 2 * i], n_in) < 0) return 0;
+        rows += table[2 + 2 * i];
+    }
+    return rows == n_out;
+}
+
+int64_t wl_blocks_scratch_bytes(int64_t n_in) { return n_in + (n_in / 32) * 12 + 64; }
+
+void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
+                      int64_t threads) {
+    const int64_t *table = (const int64_t *)(const void *)m->scale;
+    blocks_ctx c = {.y = y, .ys = ys, .n = n, .n_in = m->n_in, .x = x, .xs = xs, .m = m, .segs = table[0]};
+    int64_t row = 0, offset = 0, quantized = 0;
+    for (int64_t i = 0; i < c.segs; i++) {
+        c.kind[i] = table[1 + 2 * i];
+        c.first[i] = row;
+        c.offset[i] = offset;
+        c.row_bytes[i] = wl_block_row_bytes(c.kind[i], m->n_in);
+        row += table[2 + 2 * i];
+        offset += table[2 + 2 * i] * c.row_bytes[i];
+        quantized |= c.kind[i] != BK_F32;
+    }
+    c.first[c.segs] = row;
+    q8_vec v[WL_MAX_VECTORS];
+    if (quantized) {
+        const int64_t nb = m->n_in / 32, per = wl_blocks_scratch_bytes(m->n_in);
+        for (int64_t t = 0; t < n; t++) {
+            uint8_t *at = xq + t * per;
+            float *d = (float *)(void *)(at + (m->n_in + 15) / 16 * 16); /* at and n_in: multiples of 4 */
+            float *s = d + nb;
+            int32_t *sum = (int32_t *)(void *)(s + nb);
+            quantize_q8((int8_t *)at, d, s, sum, x + t * xs, m->n_in);
+            v[t] = (q8_vec){.q = (const int8_t *)at, .d = d, .s = s, .sum = sum};
+        }
+    }
+    c.v = v;
+    const int64_t bytes = c.row_bytes[0] > 0 ? c.row_bytes[0] : 1;
+    wl_parallel(threads, block_rows, &c, m->n_out, (WL_CHUNK_BYTES / bytes + 15) / 16 * 16);
+}
+
+/* For tests and benchmarks: y (n x n_out, n_out apart) = W x for n vectors (n_in apart), W in block formats as the
+ * step holds it. scratch: n * wl_blocks_scratch_bytes(n_in) bytes. Returns 1 (nothing done) for a bad table. */
+int waferline_blocks_linear(float *y, const float *x, int64_t n, const void *w, const int64_t *table, int64_t n_in,
+                            int64_t n_out, uint8_t *scratch, int64_t threads) {
+    if (n < 1 || n > WL_MAX_VECTORS || !wl_blocks_valid(table, n_in, n_out)) return 1;
+    const wl_matrix m = {.w = w, .scale = (const float *)(const void *)table, .rowsum = NULL, .bias = NULL,
+                         .n_in = n_in, .n_out = n_out, .fmt = W_BLOCKS};
+    wl_linear_blocks(y, n_out, x, n_in, n, &m, scratch, threads);
+    return 0;
+}
