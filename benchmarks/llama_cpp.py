@@ -10,6 +10,9 @@ drifts over all of them alike, and the order reversed every other round. llama.c
 tokens; its timing leaves out the HTTP exchange); waferline's is `generate`'s decode rate (one-token steps over
 their time, sampling included, prefill excluded), as `waferline bench` reports it. The report gives the best and the
 median per way and the ratios (waferline / llama.cpp) of each, with the load average at the start and the end.
+
+With `--model FILE.gguf` both sides run that file as it is: llama-server, and waferline with the file's Q4_0, Q4_1
+and Q8_0 blocks kept (fused_blocks.c), ways "waferline blocks" and "llama.cpp file".
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ WAYS = (
     ("llama.cpp F32", "f32"),
 )
 PAIRS = (("waferline int8", "llama.cpp Q8_0"), ("waferline float32", "llama.cpp F32"))
+# --model FILE.gguf: the file itself on both sides (waferline keeps its Q4_0/Q4_1/Q8_0 blocks, fused_blocks.c)
+FILE_WAYS = (("waferline blocks", "blocks"), ("llama.cpp file", "file"))
+FILE_PAIRS = (("waferline blocks", "llama.cpp file"),)
 
 
 def find_llama_server(folder: str | None) -> Path:
@@ -147,22 +153,32 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
     from waferline.engine.gguf.write import export_gguf
     from waferline.engine.loader import load
 
+    from waferline.engine.checkpoint import load_model
+
     model_dir = resolve_model(args.model)
     if not isinstance(model_dir, Path):
-        raise ValueError(f"--llama-cpp needs a model directory to export, not the preset {model_dir!r}")
+        raise ValueError(f"--llama-cpp needs a model directory to export or a GGUF file, not the preset {model_dir!r}")
     binary = find_llama_server(args.llama_cpp_bin)
     thread_counts = [args.threads] if args.threads else [1, 2]
     uptime_start = _uptime()
-    loaded = {fmt: load(model_dir, weights=fmt) for fmt in ("int8", "float32")}
-    margs = loaded["int8"].args
+    gguf_file = model_dir.suffix == ".gguf"
+    ways, pairs = (FILE_WAYS, FILE_PAIRS) if gguf_file else (WAYS, PAIRS)
+    if gguf_file:
+        loaded = {"blocks": load_model(model_dir)}
+    else:
+        loaded = {fmt: load(model_dir, weights=fmt) for fmt in ("int8", "float32")}
+    margs = next(iter(loaded.values())).args
     if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
         raise ValueError(f"--prompt-tokens + --new-tokens exceed the model's context of {margs.max_seq_len}")
     g = torch.Generator().manual_seed(1234)
     prompt = torch.randint(0, margs.vocab_size, (args.prompt_tokens,), generator=g).tolist()
     context = args.prompt_tokens + args.new_tokens + 8
-    samples: dict[tuple[str, int], list[dict[str, float]]] = {(w, t): [] for w, _ in WAYS for t in thread_counts}
+    samples: dict[tuple[str, int], list[dict[str, float]]] = {(w, t): [] for w, _ in ways for t in thread_counts}
     with tempfile.TemporaryDirectory(prefix="waferline-llama-cpp-") as tmp, contextlib.ExitStack() as stack:
-        files = {kind: export_gguf(model_dir, Path(tmp) / f"model-{kind}.gguf", kind) for kind in ("f32", "q8_0")}
+        if gguf_file:
+            files = {"file": model_dir}
+        else:
+            files = {kind: export_gguf(model_dir, Path(tmp) / f"model-{kind}.gguf", kind) for kind in ("f32", "q8_0")}
         urls: dict[tuple[str, int], str] = {}
         for kind, path in files.items():
             for t in thread_counts:
@@ -176,27 +192,27 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
                 return waferline_decode(loaded[what].model, prompt, args.new_tokens, t)
             return llama_decode(urls[what, t], prompt, args.new_tokens)
 
-        for way, what in WAYS:  # warm-up: first calls allocate, compile, fault pages in
+        for way, what in ways:  # warm-up: first calls allocate, compile, fault pages in
             for t in thread_counts:
                 once(way, what, t)
         for rnd in range(args.repeats):
             log(f"round {rnd + 1} of {args.repeats}")
-            order = [(w, what, t) for t in thread_counts for w, what in WAYS]
+            order = [(w, what, t) for t in thread_counts for w, what in ways]
             for way, what, t in order if rnd % 2 == 0 else reversed(order):
                 samples[way, t].append(once(way, what, t))
     report: dict[str, Any] = {
         "model": str(model_dir), "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
         "repeats": args.repeats, "llama_server": str(binary), "uptime_start": uptime_start, "uptime_end": _uptime(),
         "decode_path": {fmt: "fused" if lm.model.fused is not None else "per-op" for fmt, lm in loaded.items()},
-        "threads": {},
+        "threads": {}, "ways": [w for w, _ in ways], "pairs": [list(p) for p in pairs],
     }  # fmt: skip
     for t in thread_counts:
         per: dict[str, Any] = {}
-        for way, _ in WAYS:
+        for way, _ in ways:
             rates = [s["decode_tok_s"] for s in samples[way, t]]
             per[way] = {"decode_tok_s": max(rates), "decode_tok_s_median": statistics.median(rates),
                         "prefill_tok_s": max(s["prefill_tok_s"] for s in samples[way, t])}  # fmt: skip
-        for ours, theirs in PAIRS:
+        for ours, theirs in pairs:
             per[f"{ours} / {theirs}"] = {
                 "best": per[ours]["decode_tok_s"] / per[theirs]["decode_tok_s"],
                 "median": per[ours]["decode_tok_s_median"] / per[theirs]["decode_tok_s_median"],
@@ -220,11 +236,11 @@ def print_report(report: dict[str, Any]) -> None:
     for col in ("threads", "way", "decode tok/s best", "median", "prefill tok/s"):
         table.add_column(col, justify="right")
     for t, per in report["threads"].items():
-        for way, _ in WAYS:
+        for way in report["ways"]:
             r = per[way]
             table.add_row(t, way, f"{r['decode_tok_s']:,.0f}", f"{r['decode_tok_s_median']:,.0f}",
                           f"{r['prefill_tok_s']:,.0f}")  # fmt: skip
-        for ours, theirs in PAIRS:
+        for ours, theirs in report["pairs"]:
             ratio = per[f"{ours} / {theirs}"]
             table.add_row(t, f"{ours} / {theirs}", f"{ratio['best']:.2f}x", f"{ratio['median']:.2f}x", "")
     Console().print(table)
