@@ -205,6 +205,41 @@ static int64_t q4_groups(__m256 *acc, float *extra, int with_min, const uint8_t 
     *extra += _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
     return 4 * groups;
 }
+
+/* The first 4 * groups blocks of a Q8_0 row against v->q, four blocks per step in two registers (two blocks each):
+ * VNNI takes unsigned by signed bytes, so the weights go in as w + 128 (a sign flip) and 128 sum q_x per block
+ * comes back out of the block's first lane, exactly; then each lane times d_w d_x of its block. */
+static int64_t q8_groups(__m256 *acc, const uint8_t *restrict row, const q8_vec *v, int64_t groups) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i hi = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m128i pick = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 0, 1, 4, 5, 8, 9, 12, 13);
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        const uint8_t *blk = row + 4 * g * 34;
+        const int8_t *x = v->q + 128 * g;
+        __m512i w0 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2)));
+        w0 = _mm512_inserti64x4(w0, _mm256_loadu_si256((const __m256i *)(const void *)(blk + 36)), 1);
+        __m512i w1 = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 70)));
+        w1 = _mm512_inserti64x4(w1, _mm256_loadu_si256((const __m256i *)(const void *)(blk + 104)), 1);
+        __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(w0, flip),
+                                         _mm512_loadu_si512((const void *)x));
+        __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(w1, flip),
+                                         _mm512_loadu_si512((const void *)(x + 64)));
+        const __m512i off = _mm512_castsi128_si512(
+            _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(const void *)(v->sum + 4 * g)), 7));
+        d0 = _mm512_sub_epi32(d0, _mm512_maskz_permutexvar_epi32(0x0101, lo, off));
+        d1 = _mm512_sub_epi32(d1, _mm512_maskz_permutexvar_epi32(0x0101, hi, off));
+        const __m128i heads = _mm_setr_epi32(load_u32(blk), load_u32(blk + 34), load_u32(blk + 68),
+                                             load_u32(blk + 102));
+        const __m128 dw = _mm_cvtph_ps(_mm_shuffle_epi8(heads, pick));
+        const __m512 s4 = _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(v->d + 4 * g)));
+        a = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo, s4), _mm512_cvtepi32_ps(d0), a);
+        a = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi, s4), _mm512_cvtepi32_ps(d1), a);
+    }
+    *acc = _mm256_add_ps(*acc, _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)));
+    return 4 * groups;
+}
 #endif
 
 /* row . x for one row of `kind` against the quantised (or, for BK_F32, the float) vector */
@@ -224,7 +259,9 @@ static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v,
     const __m256i low = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
     int64_t b = 0;
 #ifdef BLOCKS_512
-    if (kind != BK_Q8_0 && v->p != NULL) {
+    if (kind == BK_Q8_0) {
+        b = q8_groups(&acc0, row, v, nb / 4);
+    } else if (v->p != NULL) {
         const int64_t bytes = kind == BK_Q4_0 ? 18 : 20;
         b = q4_groups(&acc0, &extra, kind == BK_Q4_1, row, bytes, v, nb / 4);
     }
