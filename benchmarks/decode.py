@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from waferline.engine.loader import load, set_threads
+    from waferline.hardware.device import BlockWeight
     from waferline.hardware.registry import weight_format
 
     args.dtype = weight_format(args.backend, args.dtype)  # "auto": what the server places on this backend
@@ -101,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     ours = time_engine(loaded.model, prompt, args.new_tokens, args.repeats, between=between)
     read = probe.result()
     per_token = weight_bytes_per_token(margs, args.dtype)
+    if any(isinstance(layer.qkv.payload, BlockWeight) for layer in getattr(loaded.model, "layers", [])):
+        per_token = read["bytes"]  # GGUF blocks as the file stores them: the working set is what a step reads
     report: dict[str, Any] = {
         "model": loaded.name,
         "params": margs.n_params,

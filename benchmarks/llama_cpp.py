@@ -149,11 +149,9 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
     """The side-by-side report (one JSON-able dict) for `args` (the bench's arguments)."""
     import torch
 
-    from waferline.engine.checkpoint import resolve_model
+    from waferline.engine.checkpoint import load_model, resolve_model
     from waferline.engine.gguf.write import export_gguf
     from waferline.engine.loader import load
-
-    from waferline.engine.checkpoint import load_model
 
     model_dir = resolve_model(args.model)
     if not isinstance(model_dir, Path):

@@ -21,6 +21,7 @@ def working_set(model: Any) -> list[Any]:
     in an opaque layout (oneDNN's packed bfloat16) is stood in for by a buffer of its size."""
     import torch
 
+    from waferline.hardware.device import BlockWeight
     from waferline.hardware.torch_backend.kernels import Int8Linear
 
     out: list[Any] = []
@@ -29,7 +30,9 @@ def working_set(model: Any) -> list[Any]:
         if ref is None:
             return
         w = ref.payload
-        if isinstance(w, Int8Linear):
+        if isinstance(w, BlockWeight):  # GGUF blocks: their bytes, as the file stores them
+            out.append(w.data)
+        elif isinstance(w, Int8Linear):
             out.extend((w.q_mm, w.scale))
         elif isinstance(w, torch.Tensor) and w.layout == torch.strided:
             out.append(w.contiguous())
