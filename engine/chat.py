@@ -1,10 +1,11 @@
-"""Chat prompts for instruction-following models: the chat template of a model directory, rendered to token ids. A model
-can follow instructions when its checkpoint carries a chat template (`chat_template` in tokenizer_config.json, or a
-chat_template.jinja file, in a model directory; `tokenizer.chat_template` in a GGUF file's metadata, with its BOS and
-EOS tokens' text from the file's vocabulary). The template is rendered with a sandboxed Jinja environment; the messages'
-text is encoded as plain text (a control-token string in the repository's code stays text), only the template's own
-markup may become control tokens. Templates that can let the model reason before it answers (Qwen3's `enable_thinking`)
-are rendered with that off: a hover or a code action waits for the answer, not for the reasoning.
+"""Chat prompts for instruction-following models: the chat template of a model directory, rendered to token ids.
+
+A model can follow instructions when its checkpoint carries a chat template (`chat_template` in tokenizer_config.json,
+or a chat_template.jinja file, in a model directory; `tokenizer.chat_template` in a GGUF file's metadata, with its BOS
+and EOS tokens' text from the file's vocabulary). The template is rendered with a sandboxed Jinja environment; the
+messages' text is encoded as plain text (a control-token string in the repository's code stays text), only the
+template's own markup may become control tokens. Templates that can let the model reason before it answers (Qwen3's
+`enable_thinking`) are rendered with that off: a hover or a code action waits for the answer, not for the reasoning.
 """
 
 from __future__ import annotations
