@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "waferline.benchmarks.editor_eval",
         "evaluate suggestions on unseen code through the real server, against baselines",
     ),
+    "eval-chat": (
+        "waferline.benchmarks.chat_eval",
+        "hover/ask/code-action answers through the real server: the chat model against the shipped one",
+    ),
     "eval-lookup": (
         "waferline.benchmarks.lookup_eval",
         "how often prompt lookup holds the right line; selection rules",
