@@ -36,8 +36,10 @@ READY_TIMEOUT_S = 600.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--chat-model", default=None,
-                        help="GGUF file or model directory (default: the model `waferline fetch-model` fetched)")  # fmt: skip
+    parser.add_argument(
+        "--chat-model", default=None,
+        help="GGUF file or model directory (default: the model `waferline fetch-model` fetched)",
+    )  # fmt: skip
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--only", choices=("chat", "shipped"), default=None, help="run one system only")
     parser.add_argument("--kinds", default="ask,docstring,rewrite", help="comma-separated kinds of case")
@@ -58,7 +60,7 @@ def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[min(int(round(q * (len(ordered) - 1))), len(ordered) - 1)]
+    return ordered[min(round(q * (len(ordered) - 1)), len(ordered) - 1)]
 
 
 async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backend: str, *, quiet: bool) -> dict:
@@ -91,14 +93,16 @@ async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backe
                     await asyncio.sleep(0.1)
             ready_s = time.perf_counter() - t0
             stats = await client.client.protocol.send_request_async("waferline/stats", {})
-            engine = getattr(stats, "chat_engine", None) or (stats.get("chat_engine") if isinstance(stats, dict) else None)
+            engine = (_plain(stats) or {}).get("chat_engine")
             answers = []
             for case in cases:
                 start = time.perf_counter()
                 text, timings, note = "", None, ""
                 if case["kind"] == "ask":
-                    got = await client.client.protocol.send_request_async("waferline/ask", {"question": case["question"]})
-                    got = _plain(got)
+                    got = await client.client.protocol.send_request_async(
+                        "waferline/ask", {"question": case["question"]}
+                    )
+                    got = _plain(got) or {}
                     text, timings = got.get("answer") or "", got.get("timings")
                     note = "" if got.get("generated") else "no generated answer"
                 else:
@@ -130,7 +134,7 @@ async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backe
                             types.ExecuteCommandParams(command=name, arguments=args)
                         ))  # fmt: skip
                         text = "\n".join(_edit_texts(edits[before:]))
-                        note = "" if text else str(done.get("reason") or "no edit")
+                        note = "" if text else str((done or {}).get("reason") or "no edit")
                     client.close(path.as_uri())
                 answers.append({
                     "id": case["id"], "kind": case["kind"], "holds": holds(case["facts"], text), "text": text,
@@ -138,19 +142,23 @@ async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backe
                 })  # fmt: skip
                 if not quiet:
                     mark = "+" if answers[-1]["holds"] else "-"
-                    print(f"  {mark} {case['id']:22s} {answers[-1]['seconds']:6.2f} s  {text[:70]!r} {note}", flush=True)
+                    print(
+                        f"  {mark} {case['id']:22s} {answers[-1]['seconds']:6.2f} s  {text[:70]!r} {note}", flush=True
+                    )
         finally:
             await client.stop()
     return {"engine": engine, "ready_s": round(ready_s, 1), "answers": answers}
 
 
-def _plain(value: Any) -> dict[str, Any]:
-    """A result as a dict (pygls gives untyped results as attribute objects)."""
-    if value is None:
-        return {}
+def _plain(value: Any) -> Any:
+    """A result as plain dicts and lists (pygls gives the results of its own methods as named tuples)."""
+    if hasattr(value, "_asdict"):
+        value = value._asdict()
     if isinstance(value, dict):
-        return value
-    return {k: getattr(value, k) for k in dir(value) if not k.startswith("_")}
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _edit_texts(edits: list[Any]) -> list[str]:
@@ -223,12 +231,13 @@ def run(args: argparse.Namespace) -> int:
         f = figures[name]
         kinds_text = "  ".join(
             f"{k} {f[k]['hold']}/{f[k]['of']} [{f[k]['interval'][0]:.0%}–{f[k]['interval'][1]:.0%}]"
-            for k in [*sorted({c['kind'] for c in cases}), "all"]
+            for k in [*sorted({c["kind"] for c in cases}), "all"]
         )
         ft, whole = f["ask_first_token_ms"], f["ask_answer_ms"]
         print(f"{name:10s} {kinds_text}")
         print(f"{'':10s} ask first token p50 {ft['p50']} ms p95 {ft['p95']} ms (n={ft['n']}); "
-              f"whole answer p50 {whole['p50']} ms p95 {whole['p95']} ms; ready after {f['ready_s']} s; {f['engine']}")  # fmt: skip
+              f"whole answer p50 {whole['p50']} ms p95 {whole['p95']} ms; ready after {f['ready_s']} s")  # fmt: skip
+        print(f"{'':10s} {f['engine']}")
     if "difference" in figures:
         d = figures["difference"]
         print(f"difference ({d['of']}): {d['share']:+.0%} [{d['interval'][0]:+.0%}, {d['interval'][1]:+.0%}]")
