@@ -35,6 +35,7 @@ class DeferredEngine:
         self._ready = threading.Event()
         self._lock = threading.Lock()
         self._closed = False
+        self._sessions: set[str] = set()  # the sessions the chat model was asked in
         self._thread = threading.Thread(target=self._load, args=(load,), name="waferline-chat-model", daemon=True)
         self._thread.start()
 
@@ -75,11 +76,17 @@ class DeferredEngine:
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         engine = self._serving(should_cancel)
-        return engine.complete(request, should_cancel) if engine is not None else _cancelled()
+        if engine is None:
+            return _cancelled()
+        self._sessions.add(request.session_id)
+        return engine.complete(request, should_cancel)
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         engine = self._serving(should_cancel)
-        return engine.chat(request, should_cancel) if engine is not None else _cancelled()
+        if engine is None:
+            return _cancelled()
+        self._sessions.add(request.session_id)
+        return engine.chat(request, should_cancel)
 
     def warm(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         """Warm-ups are for keystrokes (engine/routing.py never sends one here)."""
@@ -106,7 +113,10 @@ class DeferredEngine:
         )  # fmt: skip
 
     def drop_session(self, session_id: str) -> None:
-        if self.engine is not None:
+        """Only sessions the chat model was asked in: the server drops a closed document's sessions from the engine
+        thread, which must not wait for an answer the chat model is writing on its own lane."""
+        if self.engine is not None and session_id in self._sessions:
+            self._sessions.discard(session_id)
             self.engine.drop_session(session_id)
 
     def close(self) -> None:

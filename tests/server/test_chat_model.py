@@ -137,3 +137,19 @@ def test_which_chat_model_the_options_and_the_cache_name(tmp_path: Path, monkeyp
     assert not isinstance(remote, RoutedEngine), "auto with remote completions: the remote engine, as before"
     for e in (engine, named, remote):
         getattr(e, "close", lambda: None)()
+
+
+def test_dropping_a_document_never_waits_for_the_chat_model() -> None:
+    class Held(Chatty):
+        dropped: list[str] = []
+
+        def drop_session(self, session_id: str) -> None:
+            self.dropped.append(session_id)
+
+    chat = Held("planned")
+    deferred = DeferredEngine("big.gguf", lambda: chat, FixedEngine("typed"))
+    assert deferred.wait(10)
+    deferred.drop_session("file:///a.py")  # a document's session the chat model never held: not touched
+    deferred.complete(TASK, lambda: False)
+    deferred.drop_session(TASK.session_id)
+    assert chat.dropped == [TASK.session_id]
