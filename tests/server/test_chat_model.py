@@ -140,11 +140,11 @@ def test_which_chat_model_the_options_and_the_cache_name(tmp_path: Path, monkeyp
 
 
 def test_dropping_a_document_never_waits_for_the_chat_model() -> None:
-    class Held(Chatty):
-        dropped: list[str] = []
+    dropped: list[str] = []
 
+    class Held(Chatty):
         def drop_session(self, session_id: str) -> None:
-            self.dropped.append(session_id)
+            dropped.append(session_id)
 
     chat = Held("planned")
     deferred = DeferredEngine("big.gguf", lambda: chat, FixedEngine("typed"))
@@ -152,4 +152,4 @@ def test_dropping_a_document_never_waits_for_the_chat_model() -> None:
     deferred.drop_session("file:///a.py")  # a document's session the chat model never held: not touched
     deferred.complete(TASK, lambda: False)
     deferred.drop_session(TASK.session_id)
-    assert chat.dropped == [TASK.session_id]
+    assert dropped == [TASK.session_id]
