@@ -39,7 +39,8 @@ PARTS = ("kept-aside", "choose", "all")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", action="append", default=[],
-        help="model directory or preset (default: the shipped model); repeat it to compare models on the same cases",
+        help="model directory, GGUF file or preset (default: the shipped model); repeat it to compare models on the "
+        "same cases",
     )  # fmt: skip
     parser.add_argument("--backend", default="cpu", help="hardware backend (default: cpu)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="evaluation corpus folder (built here)")
@@ -130,11 +131,21 @@ def records_path(path: Path, index: int, count: int) -> Path:
     return path if count == 1 else path.with_name(f"{path.stem}-{index + 1}{path.suffix}")
 
 
+def baseline_tokenizer(model: Path) -> Any:
+    """The tokenizer of a model directory (its tokenizer.json) or of a GGUF file (built from its metadata)."""
+    from waferline.engine.tokenizer import Tokenizer
+
+    if model.suffix == ".gguf":
+        from waferline.engine.gguf.read import GgufFile, tokenizer_json
+
+        return Tokenizer.from_str(tokenizer_json(GgufFile(model)))
+    return Tokenizer.from_file(model / "tokenizer.json")
+
+
 def run(args: argparse.Namespace) -> int:
     from waferline.benchmarks.editor_scores import print_table, right, summarize
     from waferline.benchmarks.editor_session import ask_all
     from waferline.engine.checkpoint import resolve_model
-    from waferline.engine.tokenizer import Tokenizer
 
     if args.cases < 0 or args.humaneval < 0:
         raise ValueError("--cases and --humaneval must be >= 0")
@@ -145,12 +156,12 @@ def run(args: argparse.Namespace) -> int:
     models = args.model or [None]
     dirs = [Path(resolve_model(m)) for m in models]
     for m, d in zip(models, dirs, strict=True):
-        if not (d / "tokenizer.json").is_file():
-            raise ValueError(f"eval-editor needs a model directory with a tokenizer.json, not {m!r}")
+        if d.suffix != ".gguf" and not (d / "tokenizer.json").is_file():
+            raise ValueError(f"eval-editor needs a model directory with a tokenizer.json or a .gguf file, not {m!r}")
     cases, texts = cases_and_files(args)
     if not cases:
         raise ValueError("no cases: check --kinds, --cases, --humaneval and --part")
-    tokenizer = Tokenizer.from_file(dirs[0] / "tokenizer.json")  # the baselines' n-gram counts its tokens
+    tokenizer = baseline_tokenizer(dirs[0])  # the baselines' n-gram counts its tokens
     options = server_options(args.option)
     t0 = time.perf_counter()
     load = [os.getloadavg()[0]]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("waferline.cli.serve", "run the language server (stdio, or --tcp HOST:PORT)"),
     "demo": ("waferline.cli.demo", "watch ghost text appear while a developer types through LSP, with latencies"),
+    "fetch-model": ("waferline.cli.fetch_model", "put a model in the user's cache (smollm2: the chat model)"),
     "generate": ("waferline.cli.generate", "complete a code prompt with a model and print the speed"),
     "emulate": ("waferline.cli.emulate", "model decode on a wafer-scale engine emulator (and on GPUs)"),
     "train": ("waferline.cli.train", "train the default code model (data, tokenizer, FIM, checkpoints)"),
@@ -27,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval-editor": (
         "waferline.benchmarks.editor_eval",
         "evaluate suggestions on unseen code through the real server, against baselines",
+    ),
+    "eval-chat": (
+        "waferline.benchmarks.chat_eval",
+        "hover/ask/code-action answers through the real server: the chat model against the shipped one",
     ),
     "eval-lookup": (
         "waferline.benchmarks.lookup_eval",

@@ -127,6 +127,9 @@ class EngineInfo:
     # What does not answer from the start, per part ("completion", "chat"): (why, whether the local model answers in
     # its place). A remote engine down at start; the server shows it as the engine's state (server/engine_state.py).
     problems: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    # Part of the engine is still loading in the background (a chat model: engine/deferred.py): what it says will
+    # change, so the server describes it again until this is False.
+    pending: bool = False
 
 
 class ChatUnsupported(ValueError):

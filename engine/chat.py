@@ -1,8 +1,9 @@
 """Chat prompts for instruction-following models: the chat template of a model directory, rendered to token ids.
 
-A model can follow instructions when its checkpoint carries a chat template (`chat_template` in
-tokenizer_config.json, or a chat_template.jinja file). The template is rendered with a sandboxed Jinja environment;
-the messages' text is encoded as plain text (a control-token string in the repository's code stays text), only the
+A model can follow instructions when its checkpoint carries a chat template (`chat_template` in tokenizer_config.json,
+or a chat_template.jinja file, in a model directory; `tokenizer.chat_template` in a GGUF file's metadata, with its BOS
+and EOS tokens' text from the file's vocabulary). The template is rendered with a sandboxed Jinja environment; the
+messages' text is encoded as plain text (a control-token string in the repository's code stays text), only the
 template's own markup may become control tokens. Templates that can let the model reason before it answers (Qwen3's
 `enable_thinking`) are rendered with that off: a hover or a code action waits for the answer, not for the reasoning.
 """
@@ -34,7 +35,9 @@ def _token_text(value: Any) -> str:
 
 @functools.lru_cache(maxsize=8)
 def read_chat_template(model_dir: Path) -> ChatTemplate | None:
-    """The chat template of a Hugging Face model directory, or None for a completion-only model."""
+    """The chat template of a Hugging Face model directory or a GGUF file, or None for a completion-only model."""
+    if model_dir.suffix == ".gguf" and model_dir.is_file():
+        return gguf_chat_template(model_dir)
     try:
         config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -49,6 +52,25 @@ def read_chat_template(model_dir: Path) -> ChatTemplate | None:
     if not isinstance(source, str) or not source.strip():
         return None
     return ChatTemplate(source, _token_text(config.get("bos_token")), _token_text(config.get("eos_token")))
+
+
+def gguf_chat_template(path: Path) -> ChatTemplate | None:
+    """The chat template in a GGUF file's metadata (`tokenizer.chat_template`), or None when it has none."""
+    from waferline.engine.gguf.read import GgufFile  # here: engine/gguf imports the checkpoint code
+
+    f = GgufFile(path)
+    source = f.get("tokenizer.chat_template")
+    if not isinstance(source, str) or not source.strip():
+        return None
+    tokens = f.fields.get("tokenizer.ggml.tokens")
+
+    def text(name: str) -> str:
+        i = f.get(f"tokenizer.ggml.{name}_token_id")
+        if tokens is None or i is None or not 0 <= int(i) < len(tokens.data):
+            return ""
+        return str(tokens.contents(int(i)))
+
+    return ChatTemplate(source, text("bos"), text("eos"))
 
 
 class TemplateError(ValueError):

@@ -51,6 +51,7 @@ class RoutedEngine:
             warning="; ".join(warnings) or None,
             chat=chat.description,
             problems=problems,
+            pending=completion.pending or chat.pending,
         )
 
     def drop_session(self, session_id: str) -> None:

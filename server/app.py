@@ -9,6 +9,7 @@ place, with the text left as it was.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -41,6 +42,7 @@ from waferline.syntax.text import PositionError, TextChange
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+PENDING_POLL_S = 0.25  # how often the engine is described again while a chat model loads in the background
 MAX_REPORTED = 256  # problems remembered as shown (each shown once): a few KB whatever the client sends
 ACCEPT_COMMAND = "waferline.accept"  # the command an inline item carries, so the editor reports accepts
 
@@ -130,6 +132,23 @@ class WaferlineServer(LanguageServer):
             self.report(warning)
         self.send_engine_state()
         self.warmups.engine_loaded()
+        if self.worker.pending():
+            self.background.spawn(self._settle_engine())
+
+    async def _settle_engine(self) -> None:
+        """A chat model loading in the background (engine/deferred.py): once it is ready or has failed, the user is
+        told (once, when it failed) and the clients' status follows."""
+        engines = self.worker.engines_loaded
+        while self.worker.pending():
+            await asyncio.sleep(PENDING_POLL_S)
+            self.worker.refresh()
+        if self.worker.engines_loaded != engines:
+            return  # a newer engine took its place: its own load reports it
+        if (warning := self.worker.warning()) is not None:
+            self.report(warning)
+        else:
+            self.news(f"chat model ready: {self.worker.describe_chat()}")
+        self.send_engine_state()
 
     def engine_state(self) -> dict[str, Any]:
         """What `waferline/engineState` and `waferline/stats` say of the engine: loading, failed, ready, degraded

@@ -117,24 +117,30 @@ class Options:
         machine=True,
     )
     chat_engine: str = option(
-        "same",
+        "auto",
         ENGINE,
         "Which engine serves chat-style work: hover summaries, `waferline/ask` and code actions (their "
         "fill-in-the-middle and their instructions alike), independently of the engine of inline completions. A "
         "remote chat engine is taken to follow instructions (ask and the rewrite action use it); with "
-        "`engineFallback` the local model answers when it cannot. See docs/remote.md.",
-        choices=("same", "local", "remote"),
+        "`engineFallback` the local model answers when it cannot. See docs/chat-model.md and docs/remote.md.",
+        choices=("auto", "same", "local", "remote"),
         choice_docs={
+            "auto": "`local` when `chatModel` names a model or `waferline fetch-model` has put one in the cache and "
+            "completions are local, else `same`",
             "same": "the engine of inline completions (`engineUrl`, or the local model)",
-            "local": "the local model `chatModel` (or `model`), also when completions come from `engineUrl`",
+            "local": "the local model `chatModel` (or the fetched one, or `model`), also when completions come from "
+            "`engineUrl`",
             "remote": "the server at `chatEngineUrl`",
         },
     )
     chat_model: str | None = option(
         None,
         ENGINE,
-        "The local model for chat-style work (as `model` names one): a larger or instruction-following model beside "
-        "the small one that types. `null`: the `model` option's, loaded once for both.",
+        "The local model for chat-style work: a GGUF file or a Hugging Face model directory with a chat template "
+        "(as `model` names one), an instruction model beside the small one that types. It loads in the background; "
+        "one that cannot be loaded is reported once and the model that types answers instead. `null`: the model "
+        "`waferline fetch-model` put in the user's cache (`~/.cache/waferline/models`), if any, else the `model` "
+        "option's, loaded once for both. See docs/chat-model.md.",
     )
     chat_engine_url: str | None = option(
         None,

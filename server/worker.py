@@ -231,8 +231,14 @@ class Worker:
     def loaded(self) -> bool:
         return self._info is not None
 
+    def pending(self) -> bool:
+        """Whether part of the engine still loads in the background (a chat model): its description will change."""
+        return self._info is not None and self._info.pending
+
     def can_chat(self) -> bool:
         """Whether the loaded engine follows instructions (ask, rewrite); False before or without a model."""
+        if self.pending():
+            self.refresh()
         return self._info is not None and self._info.can_chat
 
     def describe(self) -> str:

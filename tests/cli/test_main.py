@@ -8,7 +8,7 @@ import pytest
 
 from waferline.cli.main import COMMANDS, main
 
-SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval", "calibrate", "export")
+SUBCOMMANDS = ("serve", "demo", "generate", "emulate", "train", "eval", "calibrate", "export", "fetch-model")
 BENCHMARKS = (
     "bench",
     "bench-lsp",
@@ -20,6 +20,7 @@ BENCHMARKS = (
     "eval-editor",
     "eval-nes",
     "eval-lookup",
+    "eval-chat",
 )
 
 
