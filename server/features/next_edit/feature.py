@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from waferline.server.features.next_edit.candidates import Candidate, structural_candidates
+from waferline.server.features.next_edit.elsewhere import IndexedFiles, other_file_edits
 from waferline.server.features.next_edit.filters import refusal
 from waferline.server.features.next_edit.model import rewrite_edit, rewrite_request
 from waferline.server.features.next_edit.source import Edit, Source
@@ -78,9 +79,12 @@ class Counters:
 
 
 class NextEdits:
-    def __init__(self, documents: Mapping[str, Document], worker: Worker | None = None) -> None:
+    def __init__(
+        self, documents: Mapping[str, Document], worker: Worker | None = None, indexed: IndexedFiles | None = None
+    ) -> None:
         self.documents = documents
         self.worker = worker
+        self.indexed = indexed  # the workspace index's files that use a name (a signature's call sites elsewhere)
         self.histories: dict[str, EditHistory] = {}
         self.pending: dict[str, Proposal] = {}
         self.rejected: set[tuple[str, int, int, int, str]] = set()  # (uri, version, start, end, new)
@@ -213,6 +217,7 @@ class NextEdits:
         text = doc.readable_text
         src = Source(text, root, doc.syntax.source)
         others = {uri: d for uri, d in self.documents.items() if uri != doc.uri}
+        elsewhere = (lambda change: other_file_edits(change, doc.uri, others, self.indexed)) if for_action else None
         parsed = not root.has_error
         newest, newest_later = events[0]
         newest_span = _span_now(newest, newest_later)
@@ -223,7 +228,7 @@ class NextEdits:
                 continue
             accepted = [e for e in later if e.accepted]
             found_any = structural_candidates(
-                src, doc.uri, doc.language_id, *span, event, later, accepted, offset, others
+                src, doc.uri, doc.language_id, *span, event, later, accepted, offset, elsewhere
             )
             for found in found_any:
                 key = (doc.uri, doc.text.version, found.edit.start, found.edit.end, found.edit.new)

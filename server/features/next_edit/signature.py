@@ -14,25 +14,21 @@ fix is exact or not proposed:
 - reordered: the positional arguments are permuted to match (calls a suggestion already fixed are not fixed again).
 
 Signatures with `*args`, `**kwargs`, `/` or `*` and calls with `*`/`**` arguments are left alone. Calls are
-`name(...)` for a module-level function (also in other open documents that import it with `from <module> import
-name`, where `<module>` ends with this file's name: those fixes go with the code action as a multi-file edit), and
-`self.name(...)` inside the class for a method.
+`name(...)` for a module-level function (also in other files that import it with `from <module> import name`,
+where `<module>` ends with this file's name: features/next_edit/elsewhere.py, a code action's multi-file edit),
+and `self.name(...)` inside the class for a method.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
 from waferline.server.features.next_edit.scopes import binds, enclosing_function, is_method, is_name, scope_of
 from waferline.server.features.next_edit.source import Edit, Source, enclosing, walk
 from waferline.syntax.edit_history import EditEvent
-
-if TYPE_CHECKING:
-    from waferline.server.document import Document
 
 
 @dataclass(frozen=True)
@@ -87,24 +83,6 @@ def call_site_edits(src: Source, change: Change, chained: frozenset[int], uri: s
         fix = _fix(src, change, call, args, chained)
         if fix is not None:
             out.extend(Edit(e.start, e.end, e.new, uri) for e in fix)
-    return out
-
-
-def other_document_edits(change: Change, uri: str, others: Mapping[str, Document]) -> list[Edit]:
-    """Fixes in other open Python documents that import the function from this file's module."""
-    if change.method:
-        return []
-    stem = uri.rsplit("/", 1)[-1].removesuffix(".py")
-    out: list[Edit] = []
-    for other_uri, doc in others.items():
-        if doc.language_id != "python" or change.name not in doc.readable_text:
-            continue
-        root = doc.syntax.root
-        if root is None or root.has_error:
-            continue
-        src = Source(doc.readable_text, root, doc.syntax.source)
-        if _imports(src, stem, change.name):
-            out.extend(call_site_edits(src, change, frozenset(), other_uri))
     return out
 
 
@@ -271,7 +249,8 @@ def _reorder(src: Source, args: _Args, old_names: list[str], new_names: list[str
     return [Edit(src.span(args.positional[first])[0], src.span(args.positional[last])[1], "".join(pieces))]
 
 
-def _imports(src: Source, stem: str, name: str) -> bool:
+def imports_from(src: Source, stem: str, name: str) -> bool:
+    """`src` has `from <...stem> import name` at its top level."""
     for n in src.root.children:
         if n.type != "import_from_statement":
             continue
