@@ -63,8 +63,8 @@ def test_a_changed_use_is_not_a_rename() -> None:
     assert s.ask() is None
 
 
-def test_rename_outside_python_is_not_proposed() -> None:
-    s = Session("function f(value) { return value; }\n", "javascript")
+def test_rename_in_a_language_without_scope_rules_is_not_proposed() -> None:
+    s = Session("fn f(value: i32) -> i32 {\n    value\n}\n", "rust")  # Rust: no scope rules (lexical.py)
     s.edit("f(value", "value", "amount")
     assert s.ask() is None
 

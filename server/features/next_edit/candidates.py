@@ -4,7 +4,9 @@
 2. a renamed identifier whose other occurrences in its scope carry the old name (features/next_edit/rename.py);
 3. the same textual substitution on sibling lines (features/next_edit/substitution.py).
 
-They read the document's own tree (Python scopes for the first two; the third is text and works in any language);
+They read the document's own tree (Python's scopes for the first two, and JavaScript's, TypeScript's and Go's block
+scopes: features/next_edit/lexical.py, rename_lexical.py, signature_lexical.py; the third is text and works in any
+language);
 `elsewhere`, given only for a code action, finds a signature's call sites in other files
 (features/next_edit/elsewhere.py).
 """
@@ -14,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from waferline.server.features.next_edit.lexical import Rules, rules_for
 from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
+from waferline.server.features.next_edit.rename_lexical import IDENTIFIER_TYPES, lexical_rename_edits
 from waferline.server.features.next_edit.signature import Change, call_site_edits, signature_change
+from waferline.server.features.next_edit.signature_lexical import lexical_call_site_edits, lexical_signature_change
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.features.next_edit.substitution import substitution_edits
 from waferline.syntax.edit_history import EditEvent, map_offset
@@ -52,5 +57,24 @@ def structural_candidates(
                 yield Candidate(e, "signature", other_files)
             if not here and other_files:
                 yield Candidate(other_files[0], "signature", other_files[1:])
+    rules = rules_for(language_id)
+    if rules is not None:
+        yield from _lexical(src, rules, language_id, start, end, event, chained)
     for e in substitution_edits(src, language_id, start, end, event):
         yield Candidate(e, "substitution")
+
+
+def _lexical(
+    src: Source, rules: Rules, language_id: str, start: int, end: int, event: EditEvent, chained: frozenset[int]
+) -> Iterator[Candidate]:
+    """JavaScript, TypeScript and Go: the same two candidates on block scopes (features/next_edit/lexical.py)."""
+    renamed = renamed_identifier(src, start, end, event, chained, IDENTIFIER_TYPES)
+    if renamed is not None:
+        edits = lexical_rename_edits(src, rules, renamed)
+        at = src.offset(renamed.node.start_byte)
+        for e in [e for e in edits if e.start > at] + [e for e in edits if e.start <= at]:
+            yield Candidate(e, "rename")
+    change = lexical_signature_change(src, language_id, rules, start, end, event)
+    if change is not None:
+        for e in lexical_call_site_edits(src, rules, change, chained):
+            yield Candidate(e, "signature")
