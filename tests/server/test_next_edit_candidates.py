@@ -166,3 +166,18 @@ def test_filters_against_the_last_edit() -> None:
     assert refusal(TEXT, Edit(14, 21, "calc"), "python", last, (14, 21), True) == "undoes the last edit"
     assert refusal(TEXT, Edit(14, 21, ""), "python", last, (14, 21), True) == "deletes what was just inserted"
     assert refusal(TEXT, Edit(26, 27, "3"), "python", last, (14, 21), True) is None
+
+
+def test_a_rename_typed_after_a_pause_is_still_one_rename(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old name deleted, a pause longer than the history's 1 s, the new name typed: two events in the history,
+    joined by the structural matcher because they are at the same spot."""
+    clock = [100.0]
+    monkeypatch.setattr("waferline.syntax.edit_history.time.monotonic", lambda: clock[0])
+    s = Session(SHAPES)
+    at = SHAPES.index("total = ")
+    s.replace(at, at + len("total"), "")
+    clock[0] += 3.0
+    for i, ch in enumerate("t"):
+        s.replace(at + i, at + i, ch)
+    assert len(s.next_edits.history(s.doc.uri).events) == 2, "the pause made two events"
+    assert s.follow() == SHAPES.replace("total", "t")

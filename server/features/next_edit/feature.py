@@ -25,7 +25,7 @@ from waferline.server.features.next_edit.model import rewrite_edit, rewrite_requ
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.shedding import Tickets
 from waferline.server.stats import percentile
-from waferline.syntax.edit_history import EditEvent, EditHistory, map_offset
+from waferline.syntax.edit_history import EditEvent, EditHistory, join, map_offset
 from waferline.syntax.next_edit_prompt import window_at
 from waferline.syntax.text import TextChange
 
@@ -214,6 +214,10 @@ class NextEdits:
         events = history.user_events(USER_EVENTS)
         if not events:
             return None
+        if len(events) > 1 and events[1][1][:1] == [events[0][0]]:  # the user's two newest edits, nothing between
+            joined = join(events[1][0], events[0][0])  # at the same spot: one edit, however long the pause
+            if joined is not None:
+                events.insert(0, (joined, events[0][1]))
         text = doc.readable_text
         src = Source(text, root, doc.syntax.source)
         others = {uri: d for uri, d in self.documents.items() if uri != doc.uri}
