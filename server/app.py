@@ -64,9 +64,8 @@ class WaferlineServer(LanguageServer):
         # prompts prefilled before the first keystroke (on open, focus, after an edit no request followed)
         self.warmups = WarmUps(self.inline, self.worker, self.documents, self.background, lambda: self.options)
         self.summaries = SummaryCache()  # model-written hover summaries
-        self.next_edits = NextEdits(
-            self.documents, self.worker
-        )  # next-edit suggestions and each document's edit history
+        # next-edit suggestions and each document's edit history
+        self.next_edits = NextEdits(self.documents, self.worker, self.indexing.files_using)
         self.experimental_capabilities = {"inlineEditProvider": True}  # in the initialize result (protocol.py)
         self.worker.health.on_change = self.engine_state_changed
 

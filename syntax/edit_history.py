@@ -157,6 +157,16 @@ class EditHistory:
             self.events.popleft()
 
 
+def join(first: EditEvent, second: EditEvent) -> EditEvent | None:
+    """Two events one after the other at the same spot (`second` touches `first`'s new text) as one, whatever the
+    time between them: the old name deleted, a pause, the new one typed is one rename. None when they do not touch
+    or cancel out."""
+    if first.accepted or second.accepted or not (second.start <= first.new_end and second.old_end >= first.start):
+        return None
+    joined = _merge(first, second.start, second.old, second.new, second.at, second.version)
+    return None if joined.old == joined.new else joined
+
+
 def _merge(last: EditEvent, start: int, old: str, new: str, now: float, version: int) -> EditEvent:
     """`last` followed by an edit of `[start, start + len(old))` that touches its new span, as one event from the
     text before `last`: what the edit removed outside that span joins `last.old`, what it kept of it `new`."""

@@ -224,6 +224,14 @@ class Indexing:
                 best = (folder, index)
         return best[1] if best is not None else None
 
+    def files_using(self, uri: str, name: str, limit: int = 2000) -> list[Path]:
+        """The indexed files of `uri`'s workspace folder that use `name` (call it, import it...), by path; [] when
+        the folder is not indexed. Read from the index as it is (possibly still building): a hint of where to look."""
+        index = self.index_for(uri_to_path(uri))
+        if index is None:
+            return []
+        return list(dict.fromkeys(r.path for r in index.references(name, limit)))
+
     def status(self) -> str | None:
         """A line saying the index is incomplete (still building, or off), or None when it is ready."""
         if not self.ls.options.index_workspace:

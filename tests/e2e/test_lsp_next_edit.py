@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 from lsp_support import as_dict, engine_ready, inline, lsp_session, open_doc, stats
 from lsprotocol import types
 from pytest_lsp import LanguageClient
+from repo_support import repo_session, wait_indexed
 
 pytestmark = pytest.mark.asyncio
 
@@ -276,6 +278,21 @@ async def test_model_answer_for_a_version_that_moved_on_is_not_returned() -> Non
         assert s["stale"] >= 1 and s["cancelled"] >= 1
 
 
+async def code_actions(client: LanguageClient, uri: str, cursor: types.Position) -> dict[str, types.CodeAction]:
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=cursor, end=cursor),
+        context=types.CodeActionContext(diagnostics=[]),
+    ))  # fmt: skip
+    return {
+        a.title: a for a in actions or [] if isinstance(a, types.CodeAction) and not a.title.startswith("waferline:")
+    }
+
+
+def document_changes(action: types.CodeAction) -> dict[str, types.TextDocumentEdit]:
+    assert action.edit is not None
+    return {c.text_document.uri: c for c in action.edit.document_changes or []}  # type: ignore[union-attr]
+
+
 async def test_signature_change_fixes_other_open_documents_in_one_code_action() -> None:
     main_uri = "file:///tmp/waferline-test/main.py"
     async with lsp_session("vscode", fixed_text="x") as client:
@@ -286,15 +303,11 @@ async def test_signature_change_fixes_other_open_documents_in_one_code_action() 
         doc.replace(at, at + 2, "")
         (edit,) = await doc.next_edit(doc.position(at))
         assert edit["text"] == "" and edit["range"]["start"]["line"] == 4  # the call in this file: "1, 2" -> "1"
-        cursor = doc.position(at)
-        actions = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=URI), range=types.Range(start=cursor, end=cursor),
-            context=types.CodeActionContext(diagnostics=[]),
-        ))  # fmt: skip
-        (predicted,) = [a for a in actions or [] if getattr(a, "title", None) == "Apply the predicted edit"]
-        assert isinstance(predicted, types.CodeAction) and predicted.edit is not None
-        changes = {c.text_document.uri: c for c in predicted.edit.document_changes or []}  # type: ignore[union-attr]
-        assert set(changes) == {URI, main_uri}
+        actions = await code_actions(client, URI, doc.position(at))
+        assert set(actions) == {"Apply the predicted edit", "Update 1 call site in other files"}
+        assert set(document_changes(actions["Apply the predicted edit"])) == {URI}
+        changes = document_changes(actions["Update 1 call site in other files"])
+        assert set(changes) == {main_uri}
         assert changes[main_uri].text_document.version == other.version
         (fix,) = changes[main_uri].edits
         assert (fix.range.start.line, fix.range.start.character, fix.range.end.character, fix.new_text) == (
@@ -303,6 +316,33 @@ async def test_signature_change_fixes_other_open_documents_in_one_code_action() 
             13,
             "",
         )
+
+
+async def test_signature_change_fixes_indexed_files_that_are_not_open(tmp_path: Path) -> None:
+    """A temporary workspace, indexed: the call sites of a file the editor never opened are in the action's edit
+    (its version null: the client edits the file on disk), computed from the disk's text."""
+    root = (tmp_path / "ws").resolve()
+    (root / "pkg").mkdir(parents=True)
+    shapes = "def area(w, h):\n    return w * h\n"
+    use = "from pkg.shapes import area\n\n\ndef f(w):\n    return area(w, 2) + area(w, h=w)\n"
+    (root / "pkg" / "shapes.py").write_text(shapes)
+    (root / "pkg" / "use.py").write_text(use)
+    async with repo_session(root, tmp_path / "cache", fixed_text="x") as client:
+        await wait_indexed(client)
+        uri, use_uri = (root / "pkg" / "shapes.py").as_uri(), (root / "pkg" / "use.py").as_uri()
+        doc = Client(client, uri, shapes)
+        at = doc.text.index("w, h") + 1
+        doc.replace(at, at + 3, "")  # area(w, h) -> area(w)
+        actions = await code_actions(client, uri, doc.position(at))
+        assert set(actions) == {"Update 2 call sites in other files"}, "no call in this file: only the other one"
+        changes = document_changes(actions["Update 2 call sites in other files"])
+        assert set(changes) == {use_uri} and changes[use_uri].text_document.version is None
+        text = use
+        for e in sorted(changes[use_uri].edits, key=lambda e: -e.range.start.character):
+            line = text.splitlines(keepends=True)
+            start = sum(len(x) for x in line[: e.range.start.line])
+            text = text[: start + e.range.start.character] + e.new_text + text[start + e.range.end.character :]
+        assert text == use.replace("area(w, 2) + area(w, h=w)", "area(w) + area(w)")
 
 
 async def test_full_text_change_is_diffed_into_the_history() -> None:

@@ -6,53 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from next_edit_session import Session
 
-from waferline.server.document import Document, readable_change
-from waferline.server.features.next_edit.feature import NextEdits
 from waferline.server.features.next_edit.filters import refusal
 from waferline.server.features.next_edit.source import Edit
 from waferline.syntax.edit_history import EditEvent
-
-URI = "file:///p/shapes.py"
-
-
-class Session:
-    def __init__(self, text: str, language_id: str = "python", others: dict[str, str] | None = None) -> None:
-        self.doc = Document.open(URI, language_id, text, version=1)
-        self.documents = {URI: self.doc}
-        for uri, other in (others or {}).items():
-            self.documents[uri] = Document.open(uri, "python", other, version=1)
-        self.next_edits = NextEdits(self.documents)
-
-    def replace(self, start: int, end: int, new: str) -> None:
-        d = self.doc
-        before, version = d.text.text, d.text.version
-        change = d.text.apply_change((d.text.position_at(start), d.text.position_at(end)), new)
-        d.syntax.apply(readable_change(change))
-        d.text.version = version + 1
-        self.next_edits.changed(d, version, [(before, change)])
-
-    def edit(self, needle: str, old: str, new: str) -> None:
-        """Replace `old` inside the first `needle` of the text, one character typed at a time over a selection."""
-        at = self.doc.text.text.index(needle) + needle.index(old)
-        self.replace(at, at + len(old), new[:1])
-        for i, ch in enumerate(new[1:]):
-            self.replace(at + 1 + i, at + 1 + i, ch)
-
-    def ask(self) -> Edit | None:
-        proposals = asyncio.run(self.next_edits.answer(self.doc, self.doc.text.version, 0))
-        return proposals[0].edit if proposals else None
-
-    def follow(self, limit: int = 30) -> str:
-        for _ in range(limit):
-            proposals = asyncio.run(self.next_edits.answer(self.doc, self.doc.text.version, 0))
-            if not proposals:
-                break
-            p = proposals[0]
-            self.replace(p.edit.start, p.edit.end, p.edit.new)
-            self.next_edits.accept(p.id)
-        return self.doc.text.text
-
 
 SHAPES = """import math
 
@@ -105,8 +63,8 @@ def test_a_changed_use_is_not_a_rename() -> None:
     assert s.ask() is None
 
 
-def test_rename_outside_python_is_not_proposed() -> None:
-    s = Session("function f(value) { return value; }\n", "javascript")
+def test_rename_in_a_language_without_scope_rules_is_not_proposed() -> None:
+    s = Session("fn f(value: i32) -> i32 {\n    value\n}\n", "rust")  # Rust: no scope rules (lexical.py)
     s.edit("f(value", "value", "amount")
     assert s.ask() is None
 
@@ -208,3 +166,18 @@ def test_filters_against_the_last_edit() -> None:
     assert refusal(TEXT, Edit(14, 21, "calc"), "python", last, (14, 21), True) == "undoes the last edit"
     assert refusal(TEXT, Edit(14, 21, ""), "python", last, (14, 21), True) == "deletes what was just inserted"
     assert refusal(TEXT, Edit(26, 27, "3"), "python", last, (14, 21), True) is None
+
+
+def test_a_rename_typed_after_a_pause_is_still_one_rename(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old name deleted, a pause longer than the history's 1 s, the new name typed: two events in the history,
+    joined by the structural matcher because they are at the same spot."""
+    clock = [100.0]
+    monkeypatch.setattr("waferline.syntax.edit_history.time.monotonic", lambda: clock[0])
+    s = Session(SHAPES)
+    at = SHAPES.index("total = ")
+    s.replace(at, at + len("total"), "")
+    clock[0] += 3.0
+    for i, ch in enumerate("t"):
+        s.replace(at + i, at + i, ch)
+    assert len(s.next_edits.history(s.doc.uri).events) == 2, "the pause made two events"
+    assert s.follow() == SHAPES.replace("total", "t")

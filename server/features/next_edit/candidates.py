@@ -4,24 +4,26 @@
 2. a renamed identifier whose other occurrences in its scope carry the old name (features/next_edit/rename.py);
 3. the same textual substitution on sibling lines (features/next_edit/substitution.py).
 
-They read the document's own tree (Python scopes for the first two; the third is text and works in any language);
-`others` are the other open documents, where a signature's call sites may be too.
+They read the document's own tree (Python's scopes for the first two, and JavaScript's, TypeScript's and Go's block
+scopes: features/next_edit/lexical.py, rename_lexical.py, signature_lexical.py; the third is text and works in any
+language);
+`elsewhere`, given only for a code action, finds a signature's call sites in other files
+(features/next_edit/elsewhere.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from waferline.server.features.next_edit.lexical import Rules, rules_for
 from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
-from waferline.server.features.next_edit.signature import call_site_edits, other_document_edits, signature_change
+from waferline.server.features.next_edit.rename_lexical import IDENTIFIER_TYPES, lexical_rename_edits
+from waferline.server.features.next_edit.signature import Change, call_site_edits, signature_change
+from waferline.server.features.next_edit.signature_lexical import lexical_call_site_edits, lexical_signature_change
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.features.next_edit.substitution import substitution_edits
 from waferline.syntax.edit_history import EditEvent, map_offset
-
-if TYPE_CHECKING:
-    from waferline.server.document import Document
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class Candidate:
 
 def structural_candidates(
     src: Source, uri: str, language_id: str, start: int, end: int, event: EditEvent, later: list[EditEvent],
-    accepted: list[EditEvent], cursor: int, others: Mapping[str, Document],
+    accepted: list[EditEvent], cursor: int, elsewhere: Callable[[Change], list[Edit]] | None = None,
 ) -> Iterator[Candidate]:  # fmt: skip
     """Candidates after the user's `event`, whose new text is now `[start, end)`; `later` are the events since,
     `accepted` those of them that were accepted suggestions (a chain): the nearest first."""
@@ -49,11 +51,30 @@ def structural_candidates(
                 yield Candidate(e, "rename")
         change = signature_change(src, start, end, event)
         if change is not None:
-            elsewhere = tuple(other_document_edits(change, uri, others))
+            other_files = tuple(elsewhere(change)) if elsewhere is not None else ()
             here = call_site_edits(src, change, chained)
             for e in here:
-                yield Candidate(e, "signature", elsewhere)
-            if not here and elsewhere:
-                yield Candidate(elsewhere[0], "signature", elsewhere[1:])
+                yield Candidate(e, "signature", other_files)
+            if not here and other_files:
+                yield Candidate(other_files[0], "signature", other_files[1:])
+    rules = rules_for(language_id)
+    if rules is not None:
+        yield from _lexical(src, rules, language_id, start, end, event, chained)
     for e in substitution_edits(src, language_id, start, end, event):
         yield Candidate(e, "substitution")
+
+
+def _lexical(
+    src: Source, rules: Rules, language_id: str, start: int, end: int, event: EditEvent, chained: frozenset[int]
+) -> Iterator[Candidate]:
+    """JavaScript, TypeScript and Go: the same two candidates on block scopes (features/next_edit/lexical.py)."""
+    renamed = renamed_identifier(src, start, end, event, chained, IDENTIFIER_TYPES)
+    if renamed is not None:
+        edits = lexical_rename_edits(src, rules, renamed)
+        at = src.offset(renamed.node.start_byte)
+        for e in [e for e in edits if e.start > at] + [e for e in edits if e.start <= at]:
+            yield Candidate(e, "rename")
+    change = lexical_signature_change(src, language_id, rules, start, end, event)
+    if change is not None:
+        for e in lexical_call_site_edits(src, rules, change, chained):
+            yield Candidate(e, "signature")

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from waferline.server.features.next_edit.candidates import Candidate, structural_candidates
+from waferline.server.features.next_edit.elsewhere import IndexedFiles, other_file_edits
 from waferline.server.features.next_edit.filters import refusal
 from waferline.server.features.next_edit.model import rewrite_edit, rewrite_request
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.shedding import Tickets
 from waferline.server.stats import percentile
-from waferline.syntax.edit_history import EditEvent, EditHistory, map_offset
+from waferline.syntax.edit_history import EditEvent, EditHistory, join, map_offset
 from waferline.syntax.next_edit_prompt import window_at
 from waferline.syntax.text import TextChange
 
@@ -78,9 +79,12 @@ class Counters:
 
 
 class NextEdits:
-    def __init__(self, documents: Mapping[str, Document], worker: Worker | None = None) -> None:
+    def __init__(
+        self, documents: Mapping[str, Document], worker: Worker | None = None, indexed: IndexedFiles | None = None
+    ) -> None:
         self.documents = documents
         self.worker = worker
+        self.indexed = indexed  # the workspace index's files that use a name (a signature's call sites elsewhere)
         self.histories: dict[str, EditHistory] = {}
         self.pending: dict[str, Proposal] = {}
         self.rejected: set[tuple[str, int, int, int, str]] = set()  # (uri, version, start, end, new)
@@ -210,9 +214,14 @@ class NextEdits:
         events = history.user_events(USER_EVENTS)
         if not events:
             return None
+        if len(events) > 1 and events[1][1][:1] == [events[0][0]]:  # the user's two newest edits, nothing between
+            joined = join(events[1][0], events[0][0])  # at the same spot: one edit, however long the pause
+            if joined is not None:
+                events.insert(0, (joined, events[0][1]))
         text = doc.readable_text
         src = Source(text, root, doc.syntax.source)
         others = {uri: d for uri, d in self.documents.items() if uri != doc.uri}
+        elsewhere = (lambda change: other_file_edits(change, doc.uri, others, self.indexed)) if for_action else None
         parsed = not root.has_error
         newest, newest_later = events[0]
         newest_span = _span_now(newest, newest_later)
@@ -223,7 +232,7 @@ class NextEdits:
                 continue
             accepted = [e for e in later if e.accepted]
             found_any = structural_candidates(
-                src, doc.uri, doc.language_id, *span, event, later, accepted, offset, others
+                src, doc.uri, doc.language_id, *span, event, later, accepted, offset, elsewhere
             )
             for found in found_any:
                 key = (doc.uri, doc.text.version, found.edit.start, found.edit.end, found.edit.new)

@@ -6,7 +6,9 @@ fallbacks for clients that do not send it (docs/next-edit.md has the contract).
 - `textDocument/didShowInlineEdit` {item: {id}} and `waferline/didEndInlineEdit` {id, reason};
 - the `waferline.acceptInlineEdit` command [id];
 - fallbacks: an edit that starts on the cursor's line at or before the cursor is an inline completion item (for a
-  client that never sent the request), any edit a code action "Apply the predicted edit" with a `WorkspaceEdit`.
+  client that never sent the request), any edit a code action "Apply the predicted edit" with a `WorkspaceEdit`,
+  a changed signature's call sites in other files (open or not) the code action "Update N call sites in other
+  files", one multi-file `WorkspaceEdit`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from waferline.server.features.next_edit.elsewhere import reread
 from waferline.server.features.next_edit.feature import END_REASONS, Proposal
 from waferline.server.features.next_edit.source import Edit
 from waferline.server.params import field, position, uinteger
+from waferline.syntax.text import DocumentText
 
 if TYPE_CHECKING:
     from waferline.server.app import WaferlineServer
@@ -30,6 +34,7 @@ DID_SHOW_METHOD = "textDocument/didShowInlineEdit"
 DID_END_METHOD = "waferline/didEndInlineEdit"
 ACCEPT_COMMAND = "waferline.acceptInlineEdit"
 ACTION_TITLE = "Apply the predicted edit"
+OTHER_FILES_TITLE = "Update {n} call site{s} in other files"
 log = logging.getLogger(__name__)
 
 
@@ -111,7 +116,9 @@ def inline_fallback(ls: WaferlineServer, doc: Document, offset: int) -> types.In
 
 
 def code_actions(ls: WaferlineServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    """The predicted edit as a code action at the requested range, with every document it changes."""
+    """The predicted edit as a code action at the requested range ("Apply the predicted edit", this document's
+    edit), and a changed signature's call sites in other files as another ("Update N call sites in other files",
+    one multi-file edit); each only while every text it edits is the one it was computed on."""
     if not ls.options.next_edit:
         return []
     doc = ls.documents.get(params.text_document.uri)
@@ -120,14 +127,29 @@ def code_actions(ls: WaferlineServer, params: types.CodeActionParams) -> list[ty
     proposal = _propose_quietly(ls, doc, ls.offset_of(doc, params.range.start), for_action=True)
     if proposal is None:
         return []
-    ls.next_edits.counters.add("codeActions")
-    edits: dict[str, list[Edit]] = {}
-    for other in (proposal.edit, *proposal.others):
-        edits.setdefault(other.uri or doc.uri, []).append(other)
-    # No `command` on it: a CodeAction with one reads as a Command to clients that tell the two apart by shape.
-    action = types.CodeAction(title=ACTION_TITLE, kind=types.CodeActionKind.RefactorRewrite)
-    action.edit = _workspace_edit(ls, edits)
-    return [action]
+    here = [e for e in (proposal.edit, *proposal.others) if e.uri is None]
+    elsewhere = [e for e in (proposal.edit, *proposal.others) if e.uri is not None]
+    found: list[tuple[str, dict[str, list[Edit]]]] = []
+    if here:
+        found.append((ACTION_TITLE, {doc.uri: [Edit(e.start, e.end, e.new, doc.uri, doc.text.version) for e in here]}))
+    if elsewhere:
+        by_file: dict[str, list[Edit]] = {}
+        for e in elsewhere:
+            by_file.setdefault(e.uri or doc.uri, []).append(e)
+        n = len(elsewhere)
+        found.append((OTHER_FILES_TITLE.format(n=n, s="" if n == 1 else "s"), by_file))
+    out = []
+    for title, edits in found:
+        workspace_edit = _workspace_edit(ls, edits)
+        if workspace_edit is None:
+            ls.next_edits.counters.add("stale")
+            continue
+        # No `command` on it: a CodeAction with one reads as a Command to clients that tell the two apart by shape.
+        action = types.CodeAction(title=title, kind=types.CodeActionKind.RefactorRewrite)
+        action.edit = workspace_edit
+        out.append(action)
+    ls.next_edits.counters.add("codeActions", len(out))
+    return out
 
 
 def _propose_quietly(ls: WaferlineServer, doc: Document, offset: int, *, for_action: bool) -> Proposal | None:
@@ -140,20 +162,22 @@ def _propose_quietly(ls: WaferlineServer, doc: Document, offset: int, *, for_act
         return None
 
 
-def _workspace_edit(ls: WaferlineServer, edits: dict[str, list[Edit]]) -> types.WorkspaceEdit:
-    """Versioned document edits when the client takes them (it refuses them for a document that moved on)."""
+def _workspace_edit(ls: WaferlineServer, edits: dict[str, list[Edit]]) -> types.WorkspaceEdit | None:
+    """Versioned document edits when the client takes them (it refuses them for a document that moved on); None
+    when a text is no longer the one the edits were computed on (an open document's version, an unopened file's
+    bytes, read again here)."""
     changes: dict[str, list[types.TextEdit]] = {}
-    versions: dict[str, int] = {}
+    versions: dict[str, int | None] = {}
     for uri, doc_edits in edits.items():
-        doc = ls.documents[uri]
-        versions[uri] = doc.text.version
+        text = _current_text(ls, uri, doc_edits)
+        if text is None:
+            return None
+        versions[uri] = text.version if uri in ls.documents else None
         changes[uri] = []
         for e in sorted(doc_edits, key=lambda e: e.start):
-            rng = _range(doc, e.start, e.end)
-            changes[uri].append(types.TextEdit(
-                range=types.Range(start=types.Position(**rng["start"]), end=types.Position(**rng["end"])),
-                new_text=e.new,
-            ))  # fmt: skip
+            (l0, c0), (l1, c1) = text.position_at(e.start), text.position_at(e.end)
+            start, end = types.Position(line=l0, character=c0), types.Position(line=l1, character=c1)
+            changes[uri].append(types.TextEdit(range=types.Range(start=start, end=end), new_text=e.new))
     ws = ls.client_capabilities.workspace
     if ws is not None and ws.workspace_edit is not None and ws.workspace_edit.document_changes:
         return types.WorkspaceEdit(document_changes=[
@@ -164,3 +188,16 @@ def _workspace_edit(ls: WaferlineServer, edits: dict[str, list[Edit]]) -> types.
             for uri, text_edits in changes.items()
         ])  # fmt: skip
     return types.WorkspaceEdit(changes=changes)
+
+
+def _current_text(ls: WaferlineServer, uri: str, edits: list[Edit]) -> DocumentText | None:
+    """The text `edits` apply to, when it is still the one they were computed on, else None."""
+    doc = ls.documents.get(uri)
+    if doc is not None:
+        if any(e.digest is not None for e in edits) or any(e.version != doc.text.version for e in edits):
+            return None  # opened since (its editor text may differ from the disk's), or changed since
+        return doc.text
+    if any(e.digest is None for e in edits):
+        return None  # an open document's edit, and the document has closed
+    disk = reread(uri, edits)
+    return None if disk is None else DocumentText(disk, encoding=ls.encoding)

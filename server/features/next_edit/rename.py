@@ -40,12 +40,14 @@ class Renamed:
 
 
 def renamed_identifier(
-    src: Source, start: int, end: int, event: EditEvent, chained: frozenset[int] = frozenset()
-) -> Renamed | None:
-    """The identifier that `[start, end)` (the event's new text, where it is now) lies in, and its name before."""
+    src: Source, start: int, end: int, event: EditEvent, chained: frozenset[int] = frozenset(),
+    types: tuple[str, ...] = ("identifier",),
+) -> Renamed | None:  # fmt: skip
+    """The identifier (a node of one of `types`) that `[start, end)` (the event's new text, where it is now) lies
+    in, and its name before."""
     for lo, hi in ((start, end), (max(0, start - 1), end), (start, end + 1)):
         node = src.node_at(lo, min(hi, len(src.text)))
-        if node is None or node.type != "identifier":
+        if node is None or node.type not in types:
             continue
         a, b = src.span(node)
         if a <= start and end <= b:
@@ -92,7 +94,7 @@ def _variable_uses(src: Source, r: Renamed) -> list[Node] | None:
         return None
     if not is_binding(node) and old[0].start_byte < node.start_byte:
         return None  # a use after the name was bound: the user changed which variable it reads
-    if _taken(src, occurrences(scope, r.new, src), r):
+    if taken(src, occurrences(scope, r.new, src), r):
         return None  # the new name is taken in this scope
     return old
 
@@ -109,7 +111,7 @@ def _attribute_uses(src: Source, attribute: Node, r: Renamed) -> list[Node] | No
     if scope is None:
         return None
     found = _attributes_named(src, scope, owner, r.old)
-    if not found or _taken(src, _attributes_named(src, scope, owner, r.new), r):
+    if not found or taken(src, _attributes_named(src, scope, owner, r.new), r):
         return None
     return found
 
@@ -119,12 +121,12 @@ def _method_uses(src: Source, function: Node, r: Renamed) -> list[Node] | None:
     if cls is None:
         return None
     found = _attributes_named(src, cls, "self", r.old)
-    if not found or _taken(src, _attributes_named(src, cls, "self", r.new), r):
+    if not found or taken(src, _attributes_named(src, cls, "self", r.new), r):
         return None
     return found
 
 
-def _taken(src: Source, nodes: list[Node], r: Renamed) -> bool:
+def taken(src: Source, nodes: list[Node], r: Renamed) -> bool:
     """The new name was already there: an occurrence neither the user's edit nor the chain's suggestions made."""
     return any(n != r.node and src.offset(n.start_byte) not in r.chained for n in nodes)
 

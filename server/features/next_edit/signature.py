@@ -14,25 +14,21 @@ fix is exact or not proposed:
 - reordered: the positional arguments are permuted to match (calls a suggestion already fixed are not fixed again).
 
 Signatures with `*args`, `**kwargs`, `/` or `*` and calls with `*`/`**` arguments are left alone. Calls are
-`name(...)` for a module-level function (also in other open documents that import it with `from <module> import
-name`, where `<module>` ends with this file's name: those fixes go with the code action as a multi-file edit), and
-`self.name(...)` inside the class for a method.
+`name(...)` for a module-level function (also in other files that import it with `from <module> import name`,
+where `<module>` ends with this file's name: features/next_edit/elsewhere.py, a code action's multi-file edit),
+and `self.name(...)` inside the class for a method.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
 from waferline.server.features.next_edit.scopes import binds, enclosing_function, is_method, is_name, scope_of
 from waferline.server.features.next_edit.source import Edit, Source, enclosing, walk
 from waferline.syntax.edit_history import EditEvent
-
-if TYPE_CHECKING:
-    from waferline.server.document import Document
 
 
 @dataclass(frozen=True)
@@ -90,24 +86,6 @@ def call_site_edits(src: Source, change: Change, chained: frozenset[int], uri: s
     return out
 
 
-def other_document_edits(change: Change, uri: str, others: Mapping[str, Document]) -> list[Edit]:
-    """Fixes in other open Python documents that import the function from this file's module."""
-    if change.method:
-        return []
-    stem = uri.rsplit("/", 1)[-1].removesuffix(".py")
-    out: list[Edit] = []
-    for other_uri, doc in others.items():
-        if doc.language_id != "python" or change.name not in doc.readable_text:
-            continue
-        root = doc.syntax.root
-        if root is None or root.has_error:
-            continue
-        src = Source(doc.readable_text, root, doc.syntax.source)
-        if _imports(src, stem, change.name):
-            out.extend(call_site_edits(src, change, frozenset(), other_uri))
-    return out
-
-
 def _params(params: Node, src: Source) -> tuple[Param, ...] | None:
     out = []
     for p in params.named_children:
@@ -162,13 +140,13 @@ def _rebinds(scope: Node, name: str, src: Source) -> bool:
 
 
 @dataclass(frozen=True)
-class _Args:
+class Args:
     positional: list[Node]
     keywords: dict[str, Node]  # name -> keyword_argument node
     all: list[Node]
 
 
-def _arguments(args: Node, src: Source) -> _Args | None:
+def _arguments(args: Node, src: Source) -> Args | None:
     positional, keywords, every = [], {}, []
     for a in args.named_children:
         if a.type == "comment":
@@ -185,10 +163,10 @@ def _arguments(args: Node, src: Source) -> _Args | None:
             return None  # a positional argument after a keyword: not valid Python
         else:
             positional.append(a)
-    return _Args(positional, keywords, every)
+    return Args(positional, keywords, every)
 
 
-def _binds(params: tuple[Param, ...], args: _Args) -> bool:
+def binds_params(params: tuple[Param, ...], args: Args) -> bool:
     names = [p.name for p in params]
     if len(args.positional) > len(params):
         return False
@@ -204,13 +182,28 @@ def _fix(src: Source, change: Change, call: Node, args_node: Node, chained: froz
     args = _arguments(args_node, src)
     if args is None:
         return None
+    return fix_call(src, change, call, args_node, args, chained, _python_variable)
+
+
+def _python_variable(src: Source, call: Node, name: str) -> bool:
+    """The calling function (or the module) has a variable `name` of its own to pass."""
+    caller = enclosing_function(call)
+    return (caller is not None and binds(caller, name, src)) or binds_module(src, name)
+
+
+def fix_call(
+    src: Source, change: Change, call: Node, args_node: Node, args: Args, chained: frozenset[int],
+    has_variable: Callable[[Source, Node, str], bool], keywords: bool = True,
+) -> list[Edit] | None:  # fmt: skip
+    """The edits that make one call, whose arguments are `args`, bind to the new signature as it bound to the old
+    one; None when there are none or they are not known (`keywords`: the language has keyword arguments)."""
     old_names, new_names = [p.name for p in change.old], [p.name for p in change.new]
     if sorted(old_names) == sorted(new_names) and old_names != new_names:  # reordered
         a0, a1 = src.span(args_node)
         if any(a0 <= c < a1 for c in chained) or len(args.positional) < 2:
             return None
-        return _reorder(src, args, old_names, new_names)
-    if not _binds(change.old, args) or _binds(change.new, args):
+        return reorder_arguments(src, args, old_names, new_names)
+    if not binds_params(change.old, args) or binds_params(change.new, args):
         return None
     removed = [n for n in old_names if n not in new_names]
     added = [p for p in change.new if p.name not in old_names]
@@ -219,13 +212,16 @@ def _fix(src: Source, change: Change, call: Node, args_node: Node, chained: froz
         name = kw.child_by_field_name("name") if kw is not None else None
         return None if name is None else [Edit(*src.span(name), added[0].name)]
     if len(removed) == 1 and not added:
-        return _remove(src, args, old_names.index(removed[0]), removed[0])
+        return remove_argument(src, args, old_names.index(removed[0]), removed[0])
     if len(added) == 1 and not removed and not added[0].has_default:
-        return _add(src, call, args_node, args, new_names.index(added[0].name), added[0].name)
+        index, param = new_names.index(added[0].name), added[0].name
+        if not has_variable(src, call, param) or (not keywords and index > len(args.positional)):
+            return None
+        return _add(src, args_node, args, index, param)
     return None
 
 
-def _remove(src: Source, args: _Args, index: int, name: str) -> list[Edit] | None:
+def remove_argument(src: Source, args: Args, index: int, name: str) -> list[Edit] | None:
     target = args.keywords.get(name) or (args.positional[index] if index < len(args.positional) else None)
     if target is None:
         return None
@@ -237,10 +233,7 @@ def _remove(src: Source, args: _Args, index: int, name: str) -> list[Edit] | Non
     return [Edit(*src.span(target), "")]
 
 
-def _add(src: Source, call: Node, args_node: Node, args: _Args, index: int, name: str) -> list[Edit] | None:
-    caller = enclosing_function(call)
-    if not ((caller is not None and binds(caller, name, src)) or binds_module(src, name)):
-        return None
+def _add(src: Source, args_node: Node, args: Args, index: int, name: str) -> list[Edit] | None:
     arg = name if index <= len(args.positional) else f"{name}={name}"
     if index < len(args.all) and index <= len(args.positional):
         return [Edit(src.span(args.all[index])[0], src.span(args.all[index])[0], f"{arg}, ")]
@@ -255,7 +248,7 @@ def binds_module(src: Source, name: str) -> bool:
     return src.root.type == "module" and binds(src.root, name, src)
 
 
-def _reorder(src: Source, args: _Args, old_names: list[str], new_names: list[str]) -> list[Edit] | None:
+def reorder_arguments(src: Source, args: Args, old_names: list[str], new_names: list[str]) -> list[Edit] | None:
     k = len(args.positional)
     order = [old_names.index(n) for n in new_names[:k]]
     if sorted(order) != list(range(k)) or order == list(range(k)):
@@ -271,7 +264,8 @@ def _reorder(src: Source, args: _Args, old_names: list[str], new_names: list[str
     return [Edit(src.span(args.positional[first])[0], src.span(args.positional[last])[1], "".join(pieces))]
 
 
-def _imports(src: Source, stem: str, name: str) -> bool:
+def imports_from(src: Source, stem: str, name: str) -> bool:
+    """`src` has `from <...stem> import name` at its top level."""
     for n in src.root.children:
         if n.type != "import_from_statement":
             continue

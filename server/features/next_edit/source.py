@@ -20,12 +20,16 @@ SCOPE_TYPES = (*FUNCTION_TYPES, "class_definition", *COMPREHENSION_TYPES)
 
 @dataclass(frozen=True)
 class Edit:
-    """Replace `text[start:end]` with `new` (str offsets); `uri` None is the requesting document."""
+    """Replace `text[start:end]` with `new` (str offsets); `uri` None is the requesting document. An edit of another
+    document carries what it was computed on: an open one's `version`, an unopened file's `digest` (SHA-256 of its
+    bytes), checked again before the edit is offered (features/next_edit/elsewhere.py)."""
 
     start: int
     end: int
     new: str
     uri: str | None = None
+    version: int | None = None
+    digest: str | None = None
 
 
 @dataclass

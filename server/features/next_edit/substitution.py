@@ -18,6 +18,7 @@ from waferline.server.features.next_edit.scopes import is_name
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.syntax.edit_history import EditEvent
 
+NAMED_VARIABLES = ("python", "javascript", "javascriptreact", "typescript", "typescriptreact", "go")
 MAX_DISTANCE = 30  # lines: a substitution further away is a different task
 _WORD = re.compile(r"\w")
 
@@ -49,10 +50,10 @@ def substitution_edits(src: Source, language_id: str, start: int, end: int, even
     old, new, fragment_at = found
     line_start = src.text.rfind("\n", 0, fragment_at) + 1
     bare = re.fullmatch(r"[^\W\d]\w*", old) is not None
-    if language_id == "python" and bare:
+    if bare and language_id in NAMED_VARIABLES:
         node = src.node_at(start, end)
-        if node is not None and is_name(node):
-            return
+        if node is not None and (is_name(node) if language_id == "python" else node.type == "identifier"):
+            return  # a variable: the rename candidate knows its scope
     dotted = bare and fragment_at > 0 and src.text[fragment_at - 1] == "."
     lines = src.text.split("\n")
     here = src.text.count("\n", 0, line_start)
