@@ -2,6 +2,7 @@
 the evaluation and its tests need no network.
 
     python -m waferline.benchmarks.nes_cases --wheels DIR [--git DIR --git-licence NAME --git-name NAME] --out DIR
+    python -m waferline.benchmarks.nes_cases --git-root DIR [--repos benchmarks/nes_repos.txt] --out DIR
 
 Structural cases (`structural.jsonl`) come from the Python files of the evaluation-only distributions
 (training/eval-pins.txt: never trained on), as wheels in `--wheels`; each distribution's licence is read from its
@@ -13,7 +14,10 @@ argument); and, to be silent, rename a parameter the function never uses.
 
 Commit cases (`commits.jsonl`) replay real commits of a git repository (`--git`, a permissively licensed one): a
 commit that changes one Python file is split into its hunks in order; after the first k are made, the next one is
-the target, and after all of them the right answer is silence.
+the target, and after all of them the right answer is silence. With `--git-root` the commits come from every
+repository of `--repos` (benchmarks/nes_repos.txt: the evaluation-only distributions, each with its licence), at most
+`--commits-per-repo` cases of each, every case recording its repository, commit, licence and part of the evaluation
+(training/eval-parts.txt: `choose` or `kept-aside`); `--wheels` may then be left out (no structural cases written).
 """
 
 from __future__ import annotations
@@ -76,29 +80,76 @@ def structural_cases(wheels: Path, seed: int = 0, per_category: int = 40) -> lis
     return out
 
 
+def repo_list(path: Path) -> list[tuple[str, str, str]]:
+    """(owner/name, distribution, licence) per line of a repository list (benchmarks/nes_repos.txt)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, dist, licence = line.split(None, 2)
+            out.append((name, dist, licence))
+    return out
+
+
+def repo_cases(git_root: Path, repos: Path, per_repo: int, seed: int) -> list[dict[str, Any]]:
+    from waferline.benchmarks.nes_commits import commit_cases
+    from waferline.training.eval_corpus import read_parts
+
+    parts = read_parts()
+    out: list[dict[str, Any]] = []
+    for name, dist, licence in repo_list(repos):
+        git_dir = git_root / name.replace("/", "+") / "repo"
+        if not git_dir.is_dir():
+            raise SystemExit(f"no git directory {git_dir} for {name}")
+        if dist not in parts:
+            raise SystemExit(f"{dist} is in no part of training/eval-parts.txt")
+        cases = commit_cases(git_dir, name, licence, per_repo, seed)
+        for case in cases:
+            case["id"] = f"{dist}-{case['id']}"
+            case["source"]["part"] = parts[dist]
+        print(f"  {name}: {len(cases)} commit cases ({parts[dist]})")
+        out.extend(cases)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from waferline.benchmarks.nes_commits import commit_cases
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wheels", type=Path, required=True, help="folder of the evaluation distributions' wheels")
+    parser.add_argument("--wheels", type=Path, help="folder of the evaluation distributions' wheels (structural)")
     parser.add_argument("--git", type=Path, help="a git directory whose commits become the model cases")
     parser.add_argument("--git-name", default="", help="the repository's name, recorded with each case")
     parser.add_argument("--git-licence", default="", help="its licence (permissive only), recorded with each case")
+    parser.add_argument("--git-root", type=Path, help="folder of bare git dirs, owner+name/repo, for --repos")
+    parser.add_argument(
+        "--repos",
+        type=Path,
+        default=Path(__file__).parent / "nes_repos.txt",
+        help="the repositories (and licences) of --git-root (default: benchmarks/nes_repos.txt)",
+    )
+    parser.add_argument("--commits-per-repo", type=int, default=80, help="commit cases of one repository at most")
     parser.add_argument("--per-category", type=int, default=40)
-    parser.add_argument("--commits", type=int, default=120, help="commit cases at most")
+    parser.add_argument("--commits", type=int, default=120, help="commit cases at most (--git)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / "nes")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    structural = structural_cases(args.wheels, args.seed, args.per_category)
-    _write(args.out / "structural.jsonl.gz", structural)
-    print(f"{len(structural)} structural cases -> {args.out / 'structural.jsonl.gz'}")
-    if args.git is not None:
+    if args.wheels is not None:
+        structural = structural_cases(args.wheels, args.seed, args.per_category)
+        _write(args.out / "structural.jsonl.gz", structural)
+        print(f"{len(structural)} structural cases -> {args.out / 'structural.jsonl.gz'}")
+    commits: list[dict[str, Any]] | None = None
+    if args.git_root is not None:
+        commits = repo_cases(args.git_root, args.repos, args.commits_per_repo, args.seed)
+    elif args.git is not None:
         if not args.git_licence:
             raise SystemExit("--git-licence is required with --git (permissive licences only)")
         commits = commit_cases(args.git, args.git_name, args.git_licence, args.commits, args.seed)
+    if commits is not None:
         _write(args.out / "commits.jsonl.gz", commits)
         print(f"{len(commits)} commit cases -> {args.out / 'commits.jsonl.gz'}")
+    elif args.wheels is None:
+        raise SystemExit("nothing to write: give --wheels, --git or --git-root")
     return 0
 
 

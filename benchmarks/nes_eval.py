@@ -35,12 +35,18 @@ DATA = Path(__file__).resolve().parent / "data" / "nes"
 KINDS = ("structural", "model")
 FILES = {"structural": "structural.jsonl.gz", "model": "commits.jsonl.gz"}
 MAX_STEPS = 200  # suggestions accepted in one structural case at most
+PARTS = ("all", "kept-aside", "choose")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cases", type=Path, default=DATA, help="folder of the case files (default: shipped)")
     parser.add_argument("--kinds", default=",".join(KINDS), help="structural, model or both (default: both)")
     parser.add_argument("--limit", type=int, default=0, help="at most this many cases of each kind (0: all)")
+    parser.add_argument(
+        "--part", choices=PARTS, default="all",
+        help="commit cases of this part of training/eval-parts.txt only: kept-aside (reported on, never chosen on), "
+        "choose (options are chosen on these), all (default)",
+    )  # fmt: skip
     parser.add_argument("--model", help="model directory or preset (default: the shipped model)")
     parser.add_argument("--backend", default="cpu", help="hardware backend (default: cpu)")
     parser.add_argument(
@@ -51,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-command", help=argparse.SUPPRESS)  # JSON list: tests start the engine's double
 
 
-def read_cases(folder: Path, kinds: Sequence[str], limit: int = 0) -> list[dict[str, Any]]:
+def read_cases(folder: Path, kinds: Sequence[str], limit: int = 0, part: str = "all") -> list[dict[str, Any]]:
+    """The cases of `kinds`; a commit case is kept when its repository is in `part` (its source's "part")."""
     out = []
     for kind in kinds:
         path = folder / FILES[kind]
@@ -59,6 +66,8 @@ def read_cases(folder: Path, kinds: Sequence[str], limit: int = 0) -> list[dict[
             raise OSError(f"no case file {path} (benchmarks/nes_cases.py writes it)")
         with gzip.open(path, "rt", encoding="utf-8") as f:
             cases = [json.loads(line) for line in f if line.strip()]
+        if kind == "model" and part != "all":
+            cases = [c for c in cases if c["source"].get("part") == part]
         step = max(1, len(cases) // limit) if limit else 1  # spread over the categories, which are in order
         out.extend(cases[::step][:limit] if limit else cases)
     return out
@@ -169,7 +178,8 @@ async def replay(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
             if edit is None:
                 break
             start, end = doc.edit_offsets(edit)
-            suggested.append({"start": start, "end": end, "text": edit["text"], "kind": edit["kind"]})
+            suggested.append({"start": start, "end": end, "text": edit["text"], "kind": edit["kind"],
+                              "confidence": edit.get("confidence")})  # fmt: skip
             if case["kind"] != "structural":
                 break
             doc.replace(start, end, edit["text"])
@@ -209,11 +219,11 @@ def run(args: argparse.Namespace) -> int:
     kinds = [k for k in args.kinds.split(",") if k]
     if not kinds or set(kinds) - set(KINDS):
         raise ValueError(f"--kinds: choose from {', '.join(KINDS)}")
-    cases = read_cases(args.cases, kinds, args.limit)
+    cases = read_cases(args.cases, kinds, args.limit, args.part)
     t0 = time.perf_counter()
     answers, server_stats = asyncio.run(replay_all(cases, args))
     figures = summarize(cases, answers, server_stats)
-    figures["meta"] = {"cases": str(args.cases), "options": args.option, "model": args.model,
+    figures["meta"] = {"cases": str(args.cases), "part": args.part, "options": args.option, "model": args.model,
                        "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     if args.records is not None:
         args.records.write_text(json.dumps(answers, indent=1) + "\n", encoding="utf-8")

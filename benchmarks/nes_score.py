@@ -9,6 +9,7 @@ from typing import Any
 
 from waferline.benchmarks.nes_eval import after_user, apply, intended, mean, repeat_baseline
 from waferline.server.stats import percentile
+from waferline.training.bootstrap import Resampler
 
 
 def diff_lines(before: str, after: str) -> Counter[tuple[str, int, str]]:
@@ -37,6 +38,14 @@ def _pct(values: Sequence[float], q: float) -> float | None:
 
 def _rate(hits: int, n: int) -> float | None:
     return round(hits / n, 4) if n else None
+
+
+def _interval(resampler: Resampler | None, values: Sequence[float]) -> list[float] | None:
+    """The 95% bootstrap interval of the mean of `values` (one per case), or None without cases."""
+    if resampler is None:
+        return None
+    _, low, high = resampler.ratio(values)
+    return [round(low, 4), round(high, 4)]
 
 
 def structural_figures(cases: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -71,22 +80,36 @@ def model_figures(cases: Sequence[dict[str, Any]], answers: Sequence[dict[str, A
         text = after_user(c)
         return apply(text, a["suggested"][0]) if a["suggested"] else text
 
-    def figures(pred: Any) -> dict[str, Any]:
-        exact = [pred(c, a) == intended(c) for c, a in goes_on]
+    on_goes = Resampler(len(goes_on)) if goes_on else None
+    on_ends = Resampler(len(ends)) if ends else None
+    per_case: dict[str, list[float]] = {}
+
+    def figures(name: str, pred: Any) -> dict[str, Any]:
+        exact = [float(pred(c, a) == intended(c)) for c, a in goes_on]
         f1 = [lines_f1(after_user(c), pred(c, a), intended(c)) for c, a in goes_on]
-        silent_right = [pred(c, a) == after_user(c) for c, a in ends]
-        silent_wrong = [pred(c, a) == after_user(c) for c, a in goes_on]
-        return {"exact_next_hunk": _rate(sum(exact), len(goes_on)),
+        silent_right = [float(pred(c, a) == after_user(c)) for c, a in ends]
+        silent_wrong = [float(pred(c, a) == after_user(c)) for c, a in goes_on]
+        per_case[name] = exact
+        return {"exact_next_hunk": _rate(int(sum(exact)), len(goes_on)),
                 "exact_lines_f1": None if not f1 else round(mean(f1) or 0.0, 4),
-                "silent_when_should": _rate(sum(silent_right), len(ends)),
-                "silent_when_should_not": _rate(sum(silent_wrong), len(goes_on))}  # fmt: skip
+                "silent_when_should": _rate(int(sum(silent_right)), len(ends)),
+                "silent_when_should_not": _rate(int(sum(silent_wrong)), len(goes_on)),
+                "intervals": {"exact_next_hunk": _interval(on_goes, exact), "exact_lines_f1": _interval(on_goes, f1),
+                              "silent_when_should": _interval(on_ends, silent_right),
+                              "silent_when_should_not": _interval(on_goes, silent_wrong)}}  # fmt: skip
 
     latencies = [ms for _, a in rows for ms in a["latencies_ms"]]
+    server = figures("server", predicted)
+    no_edit = figures("no_edit", lambda c, a: after_user(c))
+    repeat = figures("repeat", lambda c, a: repeat_baseline(c)[0])
+    versus = {}
+    if on_goes is not None:  # paired over the same cases: the server's exact next hunk minus each baseline's
+        for name in ("no_edit", "repeat"):
+            d, low, high = on_goes.difference(per_case["server"], per_case[name])
+            versus[f"exact_next_hunk_minus_{name}"] = [round(d, 4), round(low, 4), round(high, 4)]
     return {
         "cases": len(rows), "with_next_hunk": len(goes_on), "silent_cases": len(ends),
-        "server": figures(predicted),
-        "baseline_no_edit": figures(lambda c, a: after_user(c)),
-        "baseline_repeat": figures(lambda c, a: repeat_baseline(c)[0]),
+        "server": server, "baseline_no_edit": no_edit, "baseline_repeat": repeat, "server_versus_baselines": versus,
         "suggested_by_kind": dict(Counter(s["kind"] for _, a in rows for s in a["suggested"][:1])),
         "latency_ms_p50": _pct(latencies, 50), "latency_ms_p95": _pct(latencies, 95),
     }  # fmt: skip
@@ -123,10 +146,14 @@ def print_table(figures: dict[str, Any]) -> None:
         print(f"  {'':<18}{'exact hunk':>11}{'lines F1':>10}{'silent ok':>11}{'silent bad':>12}")
         for name in ("server", "baseline_no_edit", "baseline_repeat"):
             f = m[name]
+            ci = f["intervals"]["exact_next_hunk"]
             print(
                 f"  {name:<18}{_fmt(f['exact_next_hunk']):>11}{_fmt(f['exact_lines_f1']):>10}"
                 f"{_fmt(f['silent_when_should']):>11}{_fmt(f['silent_when_should_not']):>12}"
+                f"   exact 95% [{_fmt(ci[0]) if ci else '-'}, {_fmt(ci[1]) if ci else '-'}]"
             )
+        for name, (d, low, high) in m["server_versus_baselines"].items():
+            print(f"  {name}: {d:+.4f} [{low:+.4f}, {high:+.4f}]")
         print(f"  latency p50 {_fmt(m['latency_ms_p50'])} ms, p95 {_fmt(m['latency_ms_p95'])} ms")
     s = figures["server"]
     print(f"server: tokens per model step {_fmt(s['tokens_per_step'])}, inlineEdit {s['inlineEdit']}")

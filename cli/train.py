@@ -57,6 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CKPT",
         help="a checkpoint (another run's ckpt.pt) to continue from when --out has none",
     )
+    parser.add_argument("--fim-files", type=int, default=None, help="draw FIM examples from N training files only")
+    parser.add_argument(
+        "--next-edit", action="store_true",
+        help="mix in the next-edit objective: rename rows from --next-edit-files corpus files and commit rows of "
+        "the --next-edit-git repositories (docs/next-edit.md)",
+    )  # fmt: skip
+    parser.add_argument("--next-edit-files", type=int, default=1500, help="corpus files for rename rows")
+    parser.add_argument("--next-edit-git", type=Path, action="append", default=[], metavar="GIT_DIR",
+                        help="a bare git directory of a train.txt distribution (repeatable)")  # fmt: skip
+    parser.add_argument("--next-edit-per-repo", type=int, default=150, help="changed files of one repository")
+    parser.add_argument("--pid-file", type=Path, default=None, help="write this process's id here while training")
     parser.add_argument("--export", type=Path, default=None, help="copy the final model directory here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -82,8 +93,21 @@ def run(args: argparse.Namespace) -> int:
         passes=args.passes, compile=args.compile, checkpoint_minutes=args.checkpoint_minutes, autocast=args.autocast,
         threads=args.threads,
         max_files=args.max_files, corpus_root=args.corpus, init_from=args.init_from, third_party=args.third_party,
-        max_dist_mb=args.max_dist_mb or None, warmup_steps=args.warmup_steps,
+        max_dist_mb=args.max_dist_mb or None, warmup_steps=args.warmup_steps, fim_files=args.fim_files,
+        next_edit_files=args.next_edit_files if args.next_edit else 0,
+        next_edit_git=tuple(args.next_edit_git) if args.next_edit else (), next_edit_per_repo=args.next_edit_per_repo,
     )  # fmt: skip
+    if args.next_edit_git and not args.next_edit:
+        raise ValueError("--next-edit-git needs --next-edit")
+    for git_dir in cfg.next_edit_git:
+        if not (git_dir / "HEAD").is_file():
+            raise OSError(f"--next-edit-git {git_dir}: not a git directory")
+    if args.pid_file is not None:
+        import atexit
+        import os
+
+        args.pid_file.write_text(f"{os.getpid()}\n")
+        atexit.register(lambda: args.pid_file.unlink(missing_ok=True))
     if args.third_party is not None and not (args.third_party / "corpus.jsonl").is_file():
         from waferline.training.corpus import fetch_and_build
 

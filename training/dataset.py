@@ -72,15 +72,22 @@ def pack_rows(examples: Sequence[Sequence[int]], seq_len: int) -> Tensor:
     return stream[idx]
 
 
+def pack_flags(flags: Sequence[Sequence[bool]], seq_len: int) -> Tensor:
+    """(rows, seq_len + 1) bool, laid out as `pack_rows` lays out the examples the flags go with: whether each
+    token is a target the loss counts (a next-edit example's prompt is not)."""
+    return pack_rows([[int(f) for f in ex] for ex in flags], seq_len).bool()
+
+
 class RowSampler:
     """Batches of rows in a seeded order that reshuffles every epoch; `batch(step)` is a pure function of step.
 
     Being a function of the step (not of an iterator's state) is what makes a resumed run see the same batches.
     """
 
-    def __init__(self, rows: Tensor, batch_size: int, seed: int) -> None:
+    def __init__(self, rows: Tensor, batch_size: int, seed: int, loss_mask: Tensor | None = None) -> None:
         assert rows.shape[0] >= batch_size, f"{rows.shape[0]} rows cannot fill a batch of {batch_size}"
-        self.rows, self.batch_size, self.seed = rows, batch_size, seed
+        assert loss_mask is None or loss_mask.shape == rows.shape, "the loss mask must have the rows' shape"
+        self.rows, self.batch_size, self.seed, self.loss_mask = rows, batch_size, seed, loss_mask
         self.per_epoch = rows.shape[0] // batch_size
         self._epoch = -1
         self._order = torch.empty(0, dtype=torch.int64)
@@ -91,8 +98,12 @@ class RowSampler:
         if epoch != self._epoch:
             g = torch.Generator().manual_seed(self.seed * 1000 + epoch)
             self._order, self._epoch = torch.randperm(self.rows.shape[0], generator=g), epoch
-        rows = self.rows[self._order[i * self.batch_size : (i + 1) * self.batch_size]].long()  # (B, seq_len + 1)
-        return rows[:, :-1], rows[:, 1:]
+        chosen = self._order[i * self.batch_size : (i + 1) * self.batch_size]
+        rows = self.rows[chosen].long()  # (B, seq_len + 1)
+        targets = rows[:, 1:]
+        if self.loss_mask is not None:  # targets the loss does not count are ignore_index (-100)
+            targets = targets.masked_fill(~self.loss_mask[chosen][:, 1:], -100)
+        return rows[:, :-1], targets
 
 
 def compact(rows: Tensor) -> Tensor:

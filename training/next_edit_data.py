@@ -4,16 +4,19 @@ The rows have the layout the server's model candidate asks with (syntax/next_edi
 here so training and serving cannot drift apart): the user's recent edits as comment lines, the file before the
 editable window, the file after it, and as the middle to learn the window *after* the next edit. Two sources:
 
+The window is where the server puts it: around the cursor, at the end of the user's last edit. When the next edit
+lies inside that window the target is the window with it made; when it does not (or there is none) the target is the
+window as it is, so the model learns to leave code alone where nothing follows (kinds `...-away`, `...-done`).
+
 - `rename_rows`: synthetic structural edits of the training corpus (training/corpus.py: the distributions of
-  train.txt only): a parameter or local of a function renamed at its first occurrence is the history; the window
-  around the next occurrence, with it renamed, is the target; after the last occurrence the window as it is (the
-  model must learn to leave code alone too). Python's `ast` and `symtable` decide which names are one variable.
-- `commit_rows`: consecutive versions of a file (a commit, or two releases of a distribution): the first k hunks
-  are the history, the window around hunk k + 1 after it is the target.
+  train.txt only): a parameter or local of a function renamed at its first occurrence, then each next occurrence
+  in turn; Python's `ast` and `symtable` decide which names are one variable.
+- `commit_rows`: consecutive versions of a file (a commit of a train.txt distribution's repository,
+  training/next_edit_commits.py): the first k hunks are the history, hunk k + 1 the next edit.
 
 Each row is {"prefix", "suffix", "middle", "window", "kind"} (`window`: the old window, the draft the server
-sends with the request); the FIM pipeline (training/fim.py) tokenizes prefix, suffix and
-middle as it does for completion rows. The training run that mixes them in is not part of this module.
+sends with the request); training/dataset.py tokenizes it in the server's suffix-prefix-middle order with the loss
+on the middle only.
 """
 
 from __future__ import annotations
@@ -27,17 +30,22 @@ import time
 from typing import Any
 
 from waferline.syntax.edit_history import EditEvent
-from waferline.syntax.next_edit_prompt import history_comment, window_at
+from waferline.syntax.next_edit_prompt import prompt_parts, window_at
 
 
-def row(text_after_history: str, cursor: int, target_text: str, events: list[EditEvent], kind: str) -> dict[str, Any]:
-    """One row: the window at `cursor` of `text_after_history`, to become the same lines of `target_text` (which
-    differs from it inside the window only)."""
-    w = window_at(text_after_history, cursor)
-    tail = len(text_after_history) - w.end
-    middle = target_text[w.start : len(target_text) - tail]
-    return {"prefix": history_comment(events, "python") + text_after_history[: w.start],
-            "suffix": text_after_history[w.end :], "middle": middle, "window": w.old, "kind": kind}  # fmt: skip
+def row(text: str, cursor: int, nxt: tuple[int, int, str] | None, events: list[EditEvent], kind: str) -> dict[str, Any]:
+    """One row: the window at `cursor` of `text`, rewritten with the next edit `nxt` ((start, end, new text) in
+    `text`) when it lies inside the window, else as it is (kind + "-away")."""
+    w = window_at(text, cursor)
+    middle = w.old
+    if nxt is not None and w.start <= nxt[0] <= nxt[1] <= w.end:
+        middle = text[w.start : nxt[0]] + nxt[2] + text[nxt[1] : w.end]
+    elif nxt is not None:
+        kind += "-away"
+    prefix, suffix = prompt_parts(text, w, events, "python")
+    if w.old and not w.old.endswith("\n") and not middle.endswith("\n"):
+        middle += "\n"  # the window is given to the model with a final newline (prompt_parts)
+    return {"prefix": prefix, "suffix": suffix, "middle": middle, "window": w.old, "kind": kind}
 
 
 def _names(fn: ast.FunctionDef | ast.AsyncFunctionDef, table: symtable.SymbolTable) -> list[str]:
@@ -94,35 +102,37 @@ def rename_rows(text: str, rng: random.Random, per_file: int = 4) -> list[dict[s
             shift = len(new) - len(name)
             current = text[: at[0]] + new + text[at[0] + len(name) :]
             events = [EditEvent(at[0], name, new, time.monotonic())]
+            cursor = at[0] + len(new)
             for k, occurrence in enumerate(at[1:], start=1):  # each next occurrence, as the chain would take it
                 o = occurrence + shift * k
-                target = current[:o] + new + current[o + len(name) :]
-                rows.append(row(current, o, target, events, "rename"))
+                rows.append(row(current, cursor, (o, o + len(name), new), events, "rename"))
                 events.append(EditEvent(o, name, new, time.monotonic()))
-                current = target
-            rows.append(row(current, at[-1] + shift * len(at), current, events, "rename-done"))
+                current = current[:o] + new + current[o + len(name) :]
+                cursor = o + len(new)
+            rows.append(row(current, cursor, None, events, "rename-done"))
             if len(rows) >= per_file:
                 return rows[:per_file]
     return rows
 
 
 def commit_rows(before: str, after: str) -> list[dict[str, Any]]:
-    """Rows from two versions of a file: each hunk after the first as the target of the ones before it."""
+    """Rows from two versions of a file: after each hunk, the next one (after the last: none) as the target."""
     a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
     ops = [o for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if o[0] != "equal"]
     rows: list[dict[str, Any]] = []
     events: list[EditEvent] = []
-    current, shift = list(a), 0
+    current, shift, cursor = list(a), 0, 0
     for n, (_tag, i1, i2, j1, j2) in enumerate(ops):
         start = sum(len(x) for x in current[: i1 + shift])
         old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
         if n > 0:
-            text = "".join(current)
-            target = text[:start] + new + text[start + len(old) :]
-            rows.append(row(text, start, target, events, "commit"))
+            rows.append(row("".join(current), cursor, (start, start + len(old), new), events, "commit"))
         events.append(EditEvent(start, old, new, time.monotonic()))
         current[i1 + shift : i2 + shift] = b[j1:j2]
         shift += (j2 - j1) - (i2 - i1)
+        cursor = start + len(new)
+    if ops:
+        rows.append(row("".join(current), cursor, None, events, "commit-done"))
     return rows
 
 

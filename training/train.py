@@ -24,7 +24,7 @@ from waferline.engine.tokenizer import Tokenizer
 from waferline.training.artifacts import append_csv, export_model, load_state, plot_losses, save_state, truncate_csv
 from waferline.training.bpe import VOCAB_SIZE, chars_per_token, train_tokenizer
 from waferline.training.data import HELD_OUT_PERCENT, Corpus, load_corpus
-from waferline.training.dataset import ExampleConfig, RowSampler, build_examples, compact, pack_rows
+from waferline.training.dataset import ExampleConfig, RowSampler, build_examples, compact, pack_flags, pack_rows
 from waferline.training.model import TrainableLM
 
 log = logging.getLogger("waferline.training")
@@ -59,6 +59,12 @@ class TrainConfig:
     held_out_percent: int = HELD_OUT_PERCENT
     vocab_size: int = VOCAB_SIZE
     init_from: Path | None = None  # start from these weights (a model directory) instead of random ones
+    fim_files: int | None = None  # draw the FIM and plain examples from this many training files (at random)
+    # The next-edit objective (training/next_edit_mix.py): rename rows from this many training files, commit rows
+    # from these git directories (this many changed files of each at most); 0 files and no git dirs: off.
+    next_edit_files: int = 0
+    next_edit_git: tuple[Path, ...] = ()
+    next_edit_per_repo: int = 150
     extra: dict[str, Any] = field(default_factory=dict)
 
     def model_args(self) -> ModelArgs:
@@ -96,7 +102,8 @@ def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]
     """Tokenizer (trained once per run directory), training rows and held-out rows, cached in the run directory.
 
     The held-out rows are a dict: "files" (whole files of the training distributions) and, with a third-party
-    corpus, "dists" (whole distributions no file of which was trained on).
+    corpus, "dists" (whole distributions no file of which was trained on). With the next-edit objective the info
+    holds "loss_mask" too (which targets the loss counts), popped by `train`.
     """
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     tok_path, rows_path = cfg.out_dir / "tokenizer.json", cfg.out_dir / "rows.pt"
@@ -112,11 +119,23 @@ def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]
     saved = load_state(rows_path)
     if saved is not None:
         val = saved["val"] if isinstance(saved["val"], dict) else {"files": saved["val"]}
-        return tokenizer, saved["train"], {k: v.long() for k, v in val.items()}, saved["info"]
+        info = dict(saved["info"])
+        if saved.get("train_mask") is not None:
+            info["loss_mask"] = saved["train_mask"]
+        return tokenizer, saved["train"], {k: v.long() for k, v in val.items()}, info
     corpus = corpus or load_training_corpus(cfg)
     ex_cfg = ExampleConfig(seq_len=cfg.seq_len, fim_rate=cfg.fim_rate, passes=cfg.passes)
     t0 = time.time()
-    examples, counts = build_examples(corpus.train, tokenizer, ex_cfg, cfg.seed)
+    fim_source = corpus.train
+    if cfg.fim_files is not None and cfg.fim_files < len(fim_source):
+        import random
+
+        fim_source = sorted(random.Random(cfg.seed).sample(list(fim_source), cfg.fim_files), key=lambda f: f.rel_path)
+    examples, counts = build_examples(fim_source, tokenizer, ex_cfg, cfg.seed)
+    train_mask = None
+    if cfg.next_edit_files or cfg.next_edit_git:
+        examples, train_mask, ne_counts = _with_next_edit(examples, corpus, tokenizer, cfg)
+        counts = {**counts, **{f"next-edit {k}": v for k, v in ne_counts.items()}}
     train_rows = pack_rows(examples, cfg.seq_len)
     val_rows = {"files": held_out_rows(corpus.held_out, tokenizer, cfg, cfg.seed + 1)}
     if corpus.held_out_dists:
@@ -132,9 +151,33 @@ def prepare_data(cfg: TrainConfig) -> tuple[Tokenizer, Any, Any, dict[str, Any]]
     }
     log.info("examples built in %.0f s: %s", time.time() - t0, info)
     stored = {"train": compact(train_rows), "val": {k: compact(v) for k, v in val_rows.items()}, "info": info}
+    if train_mask is not None:
+        stored["train_mask"] = train_mask
+        info = {**info, "loss_mask": train_mask}
     torch.save(stored, str(rows_path) + ".tmp")
     os.replace(str(rows_path) + ".tmp", rows_path)
     return tokenizer, train_rows, val_rows, info
+
+
+def _with_next_edit(examples: list[list[int]], corpus: Corpus, tokenizer: Tokenizer,
+                    cfg: TrainConfig) -> tuple[list[list[int]], Any, dict[str, int]]:  # fmt: skip
+    """The FIM examples and the next-edit ones in one seeded random order, and the packed loss mask."""
+    import random
+
+    from waferline.training.fim import FimIds
+    from waferline.training.next_edit_mix import gather_rows, next_edit_example
+
+    t0 = time.time()
+    rows, counts = gather_rows(corpus.train, cfg.next_edit_files, cfg.next_edit_git, cfg.next_edit_per_repo,
+                               cfg.seed)  # fmt: skip
+    ids = FimIds.of(tokenizer)
+    made = [next_edit_example(tokenizer, ids, r, cfg.seq_len) for r in rows]
+    both: list[tuple[list[int], list[bool]]] = [(e, [True] * len(e)) for e in examples] + made
+    random.Random(cfg.seed + 7).shuffle(both)
+    ne_tokens, fim_tokens = sum(len(t) for t, _ in made), sum(len(e) for e in examples)
+    log.info("next-edit: %d rows (%d tokens) mixed with %d FIM examples (%d tokens) in %.0f s: %s", len(made),
+             ne_tokens, len(examples), fim_tokens, time.time() - t0, counts)  # fmt: skip
+    return [t for t, _ in both], pack_flags([f for _, f in both], cfg.seq_len), counts
 
 
 def pick_device() -> torch.device:
@@ -177,6 +220,7 @@ def train(cfg: TrainConfig, *, resume: bool = True, progress: bool = True) -> di
         torch.set_num_threads(cfg.threads)
     device = pick_device()
     tokenizer, train_rows, val_rows, info = prepare_data(cfg)
+    loss_mask = info.pop("loss_mask", None)
     args = cfg.model_args()
     assert tokenizer.vocab_size <= args.vocab_size, f"tokenizer has {tokenizer.vocab_size} > {args.vocab_size} ids"
     model = TrainableLM(args).to(device)
@@ -189,7 +233,7 @@ def train(cfg: TrainConfig, *, resume: bool = True, progress: bool = True) -> di
         eps=1e-8,
         fused=device.type == "cuda",
     )
-    sampler = RowSampler(train_rows, cfg.batch_size, cfg.seed)
+    sampler = RowSampler(train_rows, cfg.batch_size, cfg.seed, loss_mask)
     loss_fn = torch.compile(model.loss) if cfg.compile else model.loss
     ckpt_path, csv_path, png_path = cfg.out_dir / "ckpt.pt", cfg.out_dir / "loss.csv", cfg.out_dir / "loss.png"
     step, elapsed = 0, 0.0

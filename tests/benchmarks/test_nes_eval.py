@@ -65,3 +65,21 @@ def test_replay_through_the_server(tmp_path: Path, capsys) -> None:  # type: ign
     assert figures["structural"]["all"]["whole_file_exact"] == 1.0
     assert figures["server"]["inlineEdit"]["requests"] >= 12
     assert len(json.loads(records.read_text())) == 12
+
+
+def test_threshold_sweep_drops_model_edits_under_the_threshold_only() -> None:
+    from waferline.benchmarks.nes_threshold import choose, sweep
+
+    right = {**commit_case({"start": 15, "end": 20, "text": "amount"}), "id": "a"}
+    wrong = {**commit_case({"start": 20, "end": 25, "text": "c = 2"}), "id": "b"}
+    silent = {**commit_case(None), "category": "commit-silent", "id": "c"}
+    answers = [
+        {"id": "a", "suggested": [{"start": 15, "end": 20, "text": "amount", "kind": "model", "confidence": 0.9}]},
+        {"id": "b", "suggested": [{"start": 15, "end": 20, "text": "x", "kind": "model", "confidence": 0.4}]},
+        {"id": "c", "suggested": [{"start": 0, "end": 1, "text": "b", "kind": "structural"}]},
+    ]
+    low, high = sweep([right, wrong, silent], answers, (0.0, 0.5))
+    assert (low["model_shown"], low["model_right"], low["exact_next_hunk"]) == (2, 1, 0.5)
+    assert (high["model_shown"], high["model_right"], high["silent_when_should_not"]) == (1, 1, 0.5)
+    assert high["silent_when_should"] == 0.0, "a structural edit is shown whatever the threshold"
+    assert choose([low, high], 0.75) == 0.5 and choose([low, high], 0.5) == 0.0

@@ -107,3 +107,41 @@ def test_third_party_corpus_adds_files_and_a_held_out_distribution_loss(
     with (out / "loss.csv").open() as f:
         last = list(csv.DictReader(f))[-1]
     assert float(last["val_dist_loss"]) > 0 and float(last["val_loss"]) > 0
+
+
+def _git_repo(path: Path) -> Path:
+    """A bare-enough git history: one Python file, then a commit that changes it in two places."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+
+    path.mkdir()
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    before = "".join(f"value_{i} = compute({i})\n" for i in range(12))
+    (path / "m.py").write_text(before)
+    git("add", "m.py")
+    git("commit", "-q", "-m", "one")
+    (path / "m.py").write_text(before.replace("compute(0)", "compute(0, fast=True)").replace(
+        "compute(2)", "compute(2, fast=True)"))  # fmt: skip
+    git("commit", "-q", "-am", "two")
+    return path / ".git"
+
+
+def test_next_edit_mode_mixes_in_rows_with_the_loss_on_their_middle(tmp_path: Path, corpus_dir: Path) -> None:
+    from waferline.training.dataset import RowSampler
+
+    out = tmp_path / "run"
+    cfg = _small_config(out, corpus_dir, steps=3)
+    cfg.next_edit_files, cfg.next_edit_git = 50, (_git_repo(tmp_path / "repo"),)
+    summary = train(cfg, progress=False)
+    kinds = summary["data"]["example_kinds"]
+    assert kinds.get("next-edit commit", 0) >= 1 and kinds.get("next-edit rename", 0) >= 1
+    stored = torch.load(out / "rows.pt", weights_only=True)
+    mask = stored["train_mask"]
+    assert mask.shape == stored["train"].shape and 0 < mask.float().mean() < 1, "prompts are not trained on"
+    _, y = RowSampler(stored["train"], 2, 0, mask).batch(0)
+    assert ((y == -100) == ~RowSampler(mask.long(), 2, 0).batch(0)[1].bool()).all()
+    assert summary["steps"] == 3

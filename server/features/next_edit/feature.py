@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from waferline.server.features.next_edit.candidates import Candidate, structural_candidates
 from waferline.server.features.next_edit.elsewhere import IndexedFiles, other_file_edits
 from waferline.server.features.next_edit.filters import refusal
-from waferline.server.features.next_edit.model import rewrite_edit, rewrite_request
+from waferline.server.features.next_edit.model import rewrite, rewrite_request
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.shedding import Tickets
 from waferline.server.stats import percentile
@@ -54,6 +54,7 @@ class Proposal:
     kind: str  # "structural" or "model"
     source: str  # which candidate: "rename", "signature", "substitution", "model"
     others: tuple[Edit, ...] = ()
+    confidence: float | None = None  # a model edit's: the geometric mean probability of the tokens that changed
 
 
 @dataclass
@@ -174,15 +175,17 @@ class NextEdits:
         self.counters.add("modelNewTokens", completion.new_tokens)
         if doc.text.version != snapshot.version:
             return None
-        edit = rewrite_edit(window, completion, options.next_edit_min_confidence)
-        if edit is None:
+        found = rewrite(window, completion)
+        if found is None or found[1] < options.next_edit_min_confidence:
             return None
+        edit, sure = found
         last = history.last_user_event() if history is not None else None
         newest, span = (last[0], _span_now(last[0], last[1])) if last is not None else (None, None)
         parsed = doc.syntax.root is not None and not doc.syntax.root.has_error
         if refusal(snapshot.text, edit, doc.language_id, newest, span, parsed) is not None:
             return None
-        proposal = Proposal(f"ne-{next(self._ids)}", doc.uri, snapshot.version, edit, "model", "model")
+        proposal = Proposal(f"ne-{next(self._ids)}", doc.uri, snapshot.version, edit, "model", "model",
+                            confidence=round(sure, 4))  # fmt: skip
         self.pending[proposal.id] = proposal
         self.counters.model_latencies_ms.append((time.perf_counter() - t0) * 1000.0)
         return proposal

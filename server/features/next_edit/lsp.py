@@ -56,7 +56,7 @@ async def inline_edit(ls: WaferlineServer, params: Any) -> dict[str, Any]:
 def item(doc: Document, p: Proposal) -> dict[str, Any]:
     """An InlineEdit of the contract. Positions come from the document at the proposal's version, which the
     request checked is the current one."""
-    return {
+    out: dict[str, Any] = {
         "id": p.id,
         "text": p.edit.new,
         "textDocument": {"uri": p.uri, "version": p.version},
@@ -64,6 +64,9 @@ def item(doc: Document, p: Proposal) -> dict[str, Any]:
         "kind": p.kind,
         "command": {"title": "Accept next edit", "command": ACCEPT_COMMAND, "arguments": [p.id]},
     }
+    if p.confidence is not None:
+        out["confidence"] = p.confidence
+    return out
 
 
 def _range(doc: Document, start: int, end: int) -> dict[str, Any]:

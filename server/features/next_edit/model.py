@@ -1,19 +1,20 @@
 """The model candidate (option `nextEditModel`, off by default): the model rewrites an editable window around the
 cursor, with the old window as its speculative draft, and where its text departs from the old one is the edit.
 
-The window is the cursor's line and WINDOW_LINES lines on each side (whole lines). The prompt is the file with the
-window left out as the middle of a fill-in-the-middle request, preceded by the document's recent edits as comment
-lines (syntax/edit_history.py, laid out by syntax/next_edit_prompt.py, newest last), so the model writes the window
-as it should be now. The old window goes with the request as its `draft` (EditRequest.draft: engine/speculate.py
-verifies it several tokens per step, and prompt lookup re-aligns the draft after a change), so a window the model
-keeps as it is costs a few steps, not one step per token. Generation stops when the text re-converges with the old
+The window is the cursor's line and WINDOW_LINES lines on each side (whole lines). The prompt is a
+fill-in-the-middle request whose middle is the window as it should be now: the file around the window, the
+document's recent edits as comment lines (syntax/edit_history.py, newest last) and the old window itself, laid out
+by syntax/next_edit_prompt.py (the layout training/next_edit_data.py trains on). The old window goes with the
+request as its `draft` (EditRequest.draft: engine/speculate.py verifies it several tokens per step, and prompt
+lookup re-aligns the draft after a change), so a window the model keeps as it is costs a few steps, not one step
+per token. Generation stops when the text re-converges with the old
 window for CONVERGED_LINES lines after it departed from it (the rest of the window is the old text), or at the
 window's end.
 
 The edit is the old and new window with their common start and end trimmed; it is shown only when the model's
 confidence in the tokens that changed (the geometric mean of their probabilities) reaches `nextEditMinConfidence`,
-and through the same filters as a structural one. The shipped model was trained on fill-in-the-middle, not on this
-objective (docs/next-edit.md, "How the model would learn it"), which is why the option is off.
+and through the same filters as a structural one. `waferline train --next-edit` trains a model on this objective
+(docs/next-edit.md, "Training the next-edit objective").
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import math
 from waferline.engine.api import Completion, EditRequest
 from waferline.server.features.next_edit.source import Edit
 from waferline.syntax.edit_history import EditEvent
-from waferline.syntax.next_edit_prompt import Window, history_comment
+from waferline.syntax.next_edit_prompt import Window, prompt_parts
 
 CONVERGED_LINES = 2
 
@@ -35,10 +36,11 @@ def rewrite_request(session_id: str, text: str, w: Window, events: list[EditEven
     def converged(partial: str) -> bool:
         return converged_at(partial, old_lines) is not None
 
+    prefix, suffix = prompt_parts(text, w, events, language_id)
     return EditRequest(
         session_id=session_id,
-        prefix=history_comment(events, language_id) + text[: w.start],
-        suffix=text[w.end :],
+        prefix=prefix,
+        suffix=suffix,
         max_new_tokens=max_new_tokens,
         time_budget_s=time_budget_s,
         should_stop=converged,
@@ -67,6 +69,13 @@ def converged_at(partial: str, old_lines: list[str]) -> int | None:
 
 def rewrite_edit(w: Window, completion: Completion, min_confidence: float) -> Edit | None:
     """The edit the model's rewrite makes of the window, or None (no change, cut short, or not confident)."""
+    found = rewrite(w, completion)
+    return found[0] if found is not None and found[1] >= min_confidence else None
+
+
+def rewrite(w: Window, completion: Completion) -> tuple[Edit, float] | None:
+    """The edit the model's rewrite makes of the window and the model's confidence in it, or None (no change, or
+    cut short)."""
     if not completion.complete:
         return None
     text = completion.text
@@ -87,9 +96,8 @@ def rewrite_edit(w: Window, completion: Completion, min_confidence: float) -> Ed
         q += 1
     if p == len(new) == len(w.old):
         return None
-    if confidence(completion, p, len(text) - q if at is None else p + 1) < min_confidence:
-        return None
-    return Edit(w.start + p, w.end - q, new[p : len(new) - q])
+    sure = confidence(completion, p, len(text) - q if at is None else p + 1)
+    return Edit(w.start + p, w.end - q, new[p : len(new) - q]), sure
 
 
 def confidence(completion: Completion, start: int, end: int) -> float:
