@@ -84,10 +84,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         intermediate_size=704, max_seq_len=2048, rope_theta=10000.0, norm_eps=1e-6, qkv_bias=True,
         tie_embeddings=True,
     ),
-    # Issue 26's larger default: 3.2x tiny's parameters; int8 decode per CPU second measured at 0.27x tiny's
-    # (docs/model-card.md), which keeps it above 1,500 tok/s on one thread where tiny decodes ~11,000.
+    # Issue 26's larger model: 3.2x tiny's parameters, with tiny's head_dim (32) and 4 query heads per kv head, so that
+    # the shipped model grows into it (training/grow.py).
     "small": dict(
-        model_type="qwen2", vocab_size=8192, dim=384, n_layers=8, n_heads=6, n_kv_heads=2,
+        model_type="qwen2", vocab_size=8192, dim=384, n_layers=8, n_heads=12, n_kv_heads=3,
         intermediate_size=1024, max_seq_len=2048, rope_theta=10000.0, norm_eps=1e-6, qkv_bias=True,
         tie_embeddings=True,
     ),

@@ -9,6 +9,7 @@ rate reaches its floor exactly when the budget ends, however fast the shared mac
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -18,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file
 
+from waferline.engine.hf import args_from_hf_config
 from waferline.engine.model import ModelArgs
 from waferline.engine.tokenizer import Tokenizer
 from waferline.training.artifacts import append_csv, export_model, load_state, plot_losses, save_state, truncate_csv
 from waferline.training.bpe import VOCAB_SIZE, chars_per_token, train_tokenizer
 from waferline.training.data import HELD_OUT_PERCENT, Corpus, load_corpus
 from waferline.training.dataset import ExampleConfig, RowSampler, build_examples, compact, pack_flags, pack_rows
+from waferline.training.grow import args_differ, grow_state_dict
 from waferline.training.model import TrainableLM
 
 log = logging.getLogger("waferline.training")
@@ -80,6 +84,19 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     cos = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
+
+
+def initial_weights(model_dir: Path, args: ModelArgs, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The weights of `model_dir` for a model of shape `args`: as they are, or grown (training/grow.py) when `args`
+    is a larger shape. Raises GrowthError (a ValueError) when they fit neither way."""
+    weights = load_file(str(model_dir / "model.safetensors"))
+    src = args_from_hf_config(json.loads((model_dir / "config.json").read_text()))
+    if not args_differ(src, args):
+        log.info("weights initialised from %s", model_dir)
+        return weights
+    grown = grow_state_dict(src, weights, args, seed=seed)
+    log.info("weights grown from %s (%.2fM -> %.2fM parameters)", model_dir, src.n_params / 1e6, args.n_params / 1e6)
+    return grown
 
 
 def load_training_corpus(cfg: TrainConfig) -> Corpus:
@@ -239,10 +256,7 @@ def train(cfg: TrainConfig, *, resume: bool = True, progress: bool = True) -> di
     step, elapsed = 0, 0.0
     state = load_state(ckpt_path) if resume else None
     if state is None and cfg.init_from is not None:
-        from safetensors.torch import load_file
-
-        model.load_state_dict(load_file(str(Path(cfg.init_from) / "model.safetensors")), strict=True)
-        log.info("weights initialised from %s", cfg.init_from)
+        model.load_state_dict(initial_weights(Path(cfg.init_from), args, cfg.seed), strict=True)
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -267,11 +281,15 @@ def train(cfg: TrainConfig, *, resume: bool = True, progress: bool = True) -> di
         by_steps = step / cfg.max_steps
         return max(by_steps, elapsed / budget_s) if budget_s else by_steps
 
-    def checkpoint(step: int, elapsed: float, last_loss: float) -> float:
+    def held_out() -> tuple[float, dict[str, str]]:
         v = val_loss(model, val_rows["files"], cfg, device)
         more = {"val_loss": f"{v:.4f}"}
         if "dists" in val_rows:
             more["val_dist_loss"] = f"{val_loss(model, val_rows['dists'], cfg, device):.4f}"
+        return v, more
+
+    def checkpoint(step: int, elapsed: float, last_loss: float) -> float:
+        v, more = held_out()
         append_csv(csv_path, csv_row(step, elapsed, opt.param_groups[0]["lr"], last_loss, **more))
         config = {k: str(x) for k, x in asdict(cfg).items()}
         save_state(
@@ -284,6 +302,10 @@ def train(cfg: TrainConfig, *, resume: bool = True, progress: bool = True) -> di
         log.info("checkpoint at step %d: held-out loss %.4f, exported to %s", step, v, cfg.out_dir / "export")
         return v
 
+    if state is None and cfg.init_from is not None:  # where the run starts: step 0, before any update
+        v0, more0 = held_out()
+        append_csv(csv_path, csv_row(0, 0.0, 0.0, float("nan"), **more0))
+        log.info("held-out loss of the initial weights: %.4f", v0)
     bar = _Progress(enabled=progress, total=budget_s or cfg.max_steps, by_time=budget_s is not None)
     last_ckpt, last_loss, first_loss = elapsed, float("nan"), float("nan")
     window_tokens, window_t = 0, time.time()

@@ -77,6 +77,20 @@ def test_short_training_lowers_the_loss_resumes_and_exports(tmp_path: Path, corp
     (tmp_path / "finetune" / "tokenizer.json").write_bytes((out / "tokenizer.json").read_bytes())
     tuned = train(cfg, progress=False)
     assert tuned["first_train_loss"] < summary["first_train_loss"] - 0.5
+    with (tmp_path / "finetune" / "loss.csv").open() as f:
+        start = next(csv.DictReader(f))
+    assert start["step"] == "0" and abs(float(start["val_loss"]) - resumed["final_val_loss"]) < 1e-3
+    # a larger shape starts from the same weights grown (training/grow.py), at the same held-out loss
+    grown_cfg = _small_config(tmp_path / "grown", corpus_dir, steps=2)
+    grown_cfg.init_from = out / "export"
+    object.__setattr__(grown_cfg, "model_args", lambda: ModelArgs(**{**SMALL, "max_seq_len": 64, "n_layers": 3}))
+    (tmp_path / "grown").mkdir()
+    (tmp_path / "grown" / "tokenizer.json").write_bytes((out / "tokenizer.json").read_bytes())
+    train(grown_cfg, progress=False)
+    with (tmp_path / "grown" / "loss.csv").open() as f:
+        start = next(csv.DictReader(f))
+    assert abs(float(start["val_loss"]) - resumed["final_val_loss"]) < 1e-3
+    assert load_model(tmp_path / "grown" / "export").args.n_layers == 3
 
 
 def test_config_is_a_dataclass_with_the_shipped_defaults() -> None:
