@@ -25,6 +25,9 @@ static inline float bf16_to_f32(uint16_t h) {
 /* Weight formats: float32 (in, out); int8 rows (out, in); int8 packed for the VNNI product that needs no reduction
  * (fused_packed.c says how), which fused.py makes for models small enough to hold a second copy. */
 enum { W_F32 = 0, W_INT8 = 1, W_INT8_PACKED = 2, W_BLOCKS = 3 };
+/* waferline_int8_features(): how this build runs int8 products (the packed layout is vectorised with VNNI only) */
+enum { WL_INT8_VNNI = 1, WL_INT8_AVX2 = 2 };
+int64_t waferline_int8_features(void);
 /* GGUF block formats (ggml's type numbers) a W_BLOCKS matrix's segments, or the embedding (EMB_BLOCKS + kind), hold */
 enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q8_0 = 8 };
 enum { EMB_BLOCKS = 16 };

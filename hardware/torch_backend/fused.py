@@ -65,6 +65,7 @@ LAYER_PTRS = (
     "down_s", "down_r", "q_norm", "k_norm",
 )  # fmt: skip
 W_F32, W_INT8, W_INT8_PACKED, W_BLOCKS = 0, 1, 2, 3
+INT8_VNNI, INT8_AVX2 = 1, 2  # waferline_int8_features() bits (fused.h)
 EMB_BLOCKS = 16  # embfmt of an embedding in GGUF blocks: this plus the format's ggml type number (fused.h)
 # int8 weights up to this many bytes are also kept packed for the product that needs no reduction (fused_packed.c),
 # which makes a k-token step's arithmetic ~2x faster; a larger model keeps only the rows (no second copy of them)
@@ -185,8 +186,16 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_step_max_tokens.restype = ctypes.c_int64
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
+    lib.waferline_int8_features.restype = ctypes.c_int64
     _library = lib
     return lib
+
+
+def packed_product_pays() -> bool:
+    """Whether the packed int8 layout is the faster one here: with VNNI. Without it the packed product has no vector
+    form (its pairs of products would saturate AVX2's maddubs) while the row layout's has one (fused_linear.c)."""
+    lib = library()
+    return lib is not None and bool(lib.waferline_int8_features() & INT8_VNNI)
 
 
 @dataclass(eq=False)
@@ -299,7 +308,12 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
 
     matrices = [plan.lm_head, *(m for layer in plan.layers for m in (layer.qkv, layer.o, layer.gate_up, layer.down))]
     blocks = any(isinstance(m.payload, BlockWeight) for m in matrices)
-    packed = not blocks and weights == "int8" and sum(_int8_bytes(m) for m in matrices) <= PACK_LIMIT_BYTES
+    packed = (
+        not blocks
+        and weights == "int8"
+        and packed_product_pays()
+        and sum(_int8_bytes(m) for m in matrices) <= PACK_LIMIT_BYTES
+    )
 
     def matrix(ref: WeightRef) -> list[int]:
         """weights, per-row scales and per-row sums (the last two only for int8; no sums when packed); for GGUF

@@ -3,7 +3,8 @@
  * int8 weights are rows (out, in) with one float32 scale per row. A product quantises its input vector to 8 bits
  * too (one scale per vector, symmetric; stored as x + 128 so that AVX512-VNNI's unsigned-by-signed dot product
  * applies, with the weight row's sum taking the offset back out), then accumulates exactly in int32: one instruction
- * per 64 multiply-adds where the CPU has VNNI, a plain loop that computes the same integers where it does not.
+ * per 64 multiply-adds where the CPU has VNNI; with AVX2 alone (most AMD Zen and Intel client CPUs) 32 a step with
+ * the input re-centred to signed bytes (centered_dot_avx2); a plain loop that computes the same integers elsewhere.
  * Sixteen rows are taken at a time, each read from start to end before the next (a model that does not fit in cache
  * streams from memory in address order, which the hardware prefetchers follow; reading the 16 rows side by side ran
  * at half the speed), and one transpose-and-add tree turns their 16 partial sums into 16 outputs.
@@ -22,12 +23,25 @@
 #include <string.h>
 
 #include "fused.h"
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define WAFERLINE_VNNI 1
+#elif defined(__AVX2__)
+#define WAFERLINE_AVX2_INT8 1
 #endif
+
+/* What this build's int8 products run on (fused.py reads it: the packed layout only pays with VNNI). */
+int64_t waferline_int8_features(void) {
+#ifdef WAFERLINE_VNNI
+    return WL_INT8_VNNI;
+#elif defined(WAFERLINE_AVX2_INT8)
+    return WL_INT8_AVX2;
+#else
+    return 0;
+#endif
+}
 
 
 float wl_quant_scale(const float *restrict x, int64_t n, float *restrict inv) {
@@ -84,6 +98,44 @@ static inline int32_t dot_u8s8(const uint8_t *restrict xq, const int8_t *restric
     for (int64_t j = i; j < n; j++) acc += (int32_t)xq[j] * (int32_t)row[j];
     return acc;
 }
+
+#ifdef WAFERLINE_AVX2_INT8
+/* sum_i (xq[i] - 128) * row[i] in exact int32 arithmetic with AVX2, 32 products an instruction: the input as signed
+ * bytes (xq ^ 0x80 = xq - 128, at most 127 in size), the weight's sign moved onto it, so that maddubs multiplies
+ * |w| (at most 128, unsigned) by a signed byte; a pair's sum is at most 2 * 128 * 127 = 32512, inside int16, so
+ * nothing saturates, and madd with ones widens the pairs to int32. The same integer as dot_u8s8 - 128 * rowsum. */
+static inline __m256i avx2_pairs(__m256i acc, __m256i x, __m256i w) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)); /* int16, exact */
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+}
+
+static inline int32_t centered_dot_avx2(const uint8_t *restrict xq, const int8_t *restrict row, int64_t n) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(xq + i)), flip);
+        const __m256i x1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(xq + i + 32)), flip);
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(row + i));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(row + i + 32));
+        a0 = avx2_pairs(a0, x0, w0);
+        a1 = avx2_pairs(a1, x1, w1);
+    }
+    for (; i + 32 <= n; i += 32) {
+        const __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(xq + i)), flip);
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(row + i));
+        a0 = avx2_pairs(a0, x0, w0);
+    }
+    a0 = _mm256_add_epi32(a0, a1);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    int32_t total = _mm_cvtsi128_si32(s);
+    for (; i < n; i++) total += ((int32_t)xq[i] - 128) * (int32_t)row[i];
+    return total;
+}
+#endif
 
 #ifdef WAFERLINE_VNNI
 /* Lane r of the result: the sum of a[r]'s 16 lanes (a transpose-and-add tree: ~3 instructions per row where one
@@ -206,7 +258,12 @@ static void int8_rows(const void *ctx_, int64_t begin, int64_t end) {
         const int8_t *row = q + o * n_in;
         const int32_t off = 128 * m->rowsum[o];
         for (int64_t t = 0; t < c->n; t++) {
+#ifdef WAFERLINE_AVX2_INT8
+            const int32_t dot = centered_dot_avx2(c->xq + t * n_in, row, n_in);
+            (void)off;
+#else
             const int32_t dot = dot_u8s8(c->xq + t * n_in, row, n_in) - off;
+#endif
             float yv = (float)dot * c->sx[t] * m->scale[o];
             if (m->bias) yv += m->bias[o];
             c->y[t * c->ys + o] = yv;

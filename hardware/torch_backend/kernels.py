@@ -8,6 +8,8 @@ arithmetic: fewer, larger calls win.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 import torch
@@ -81,7 +83,21 @@ class PackedLinear:
 
 
 def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
-    return device.type == "cpu" and dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+    return device.type == "cpu" and dtype == torch.bfloat16 and _onednn_packs_bf16()
+
+
+@functools.cache
+def _onednn_packs_bf16() -> bool:
+    """Whether oneDNN packs bfloat16 weights on this CPU: it needs AVX512 (BW, VL, DQ) or AVX-NE-CONVERT, and says
+    so with a RuntimeError elsewhere (AVX2-only CPUs: most AMD Zen and Intel client parts), where weights stay as
+    given."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(16, 16, dtype=torch.bfloat16), 1)
+    except RuntimeError:
+        return False
+    return True
 
 
 def pack_linear(w: Tensor) -> PackedLinear:

@@ -39,12 +39,23 @@ def compiled() -> None:
 def build(shape: str, *, packed: bool, monkeypatch: Any) -> Transformer:
     monkeypatch.setenv("WAFERLINE_FUSED", "1")
     monkeypatch.setattr(fused, "PACK_LIMIT_BYTES", PACK_LIMIT if packed else 0)
+    monkeypatch.setattr(fused, "packed_product_pays", lambda: True)  # the layouts are compared on every CPU
     args = ModelArgs(**SHAPES[shape])
     model = Transformer(args, TorchDevice(dtype=torch.bfloat16, weights="int8"))
     model.load(from_hf(args, init_random(args, seed=4).items()))
     assert model.fused is not None
     assert int(model.fused.dims[fused.DIMS.index("wfmt")]) == (fused.W_INT8_PACKED if packed else fused.W_INT8)
     return model
+
+
+def test_small_models_are_packed_only_where_the_packed_product_is_the_faster(compiled: None, monkeypatch: Any) -> None:
+    monkeypatch.setenv("WAFERLINE_FUSED", "1")
+    args = ModelArgs(**SHAPES["qwen2-gqa-bias"])
+    model = Transformer(args, TorchDevice(dtype=torch.bfloat16, weights="int8"))
+    model.load(from_hf(args, init_random(args, seed=4).items()))
+    assert model.fused is not None
+    vnni = bool(fused.library().waferline_int8_features() & fused.INT8_VNNI)  # type: ignore[union-attr]
+    assert int(model.fused.dims[fused.DIMS.index("wfmt")]) == (fused.W_INT8_PACKED if vnni else fused.W_INT8)
 
 
 def test_pack_int8_puts_each_weight_where_the_kernel_reads_it() -> None:
