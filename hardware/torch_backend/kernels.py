@@ -9,7 +9,6 @@ arithmetic: fewer, larger calls win.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 import torch
