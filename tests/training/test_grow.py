@@ -106,5 +106,6 @@ def test_initial_weights_load_the_same_shape_and_grow_a_larger_one(tmp_path: Pat
         initial_weights(tmp_path / "m", replace(src, n_layers=1, intermediate_size=100, vocab_size=4096))
 
 
-def test_the_shipped_model_grows_into_the_small_preset() -> None:
-    check_growable(replace(ModelArgs.from_name("tiny"), max_seq_len=1024), ModelArgs.from_name("small"))
+@pytest.mark.parametrize("preset", ["small", "medium"])
+def test_the_shipped_model_grows_into_the_larger_presets(preset: str) -> None:
+    check_growable(replace(ModelArgs.from_name("tiny"), max_seq_len=1024), ModelArgs.from_name(preset))
