@@ -1,6 +1,6 @@
 """The model cases of `waferline eval-nes`: real commits of a permissively licensed repository, replayed hunk by
-hunk (benchmarks/nes_cases.py writes them, with hunks from benchmarks/nes_structural.py; the texts are shipped,
-not the repository).
+hunk (benchmarks/nes_cases.py writes them, with hunks from benchmarks/nes_structural.py and the commits' files from
+training/git_history.py; the texts are shipped, not the repository).
 
 A commit that changes exactly one Python file, by at most MAX_CHANGED_LINES lines in 2 to MAX_HUNKS hunks, gives
 one case per hunk after the first: the user has made hunks 1..k (in the file's order), the next hunk is the target;
@@ -10,43 +10,25 @@ and one case where all hunks are made and the right answer is silence.
 from __future__ import annotations
 
 import random
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from waferline.benchmarks.nes_structural import hunks
+from waferline.training.git_history import changed_files
 
 MAX_HUNKS = 6
 MAX_CHANGED_LINES = 40
 MAX_FILE_CHARS = 20_000
 
 
-def _git(git_dir: Path, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(git_dir), *args], check=True, capture_output=True,
-                          text=True, errors="replace").stdout  # fmt: skip
-
-
 def commit_cases(git_dir: Path, name: str, licence: str, limit: int, seed: int = 0) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for commit in _git(git_dir, "log", "--no-merges", "--format=%H").split():
-        stat = [line.split("\t") for line in _git(git_dir, "show", "--numstat", "--format=", commit).splitlines()]
-        if len(stat) != 1 or not stat[0][-1].endswith(".py") or "-" in stat[0][:2]:
-            continue
-        added, deleted, path = int(stat[0][0]), int(stat[0][1]), stat[0][2]
-        if added + deleted > MAX_CHANGED_LINES:
-            continue
-        try:
-            before = _git(git_dir, "show", f"{commit}^:{path}")
-            after = _git(git_dir, "show", f"{commit}:{path}")
-        except subprocess.CalledProcessError:
-            continue  # a new file, or the first commit
-        if len(before) > MAX_FILE_CHARS or "\r" in before:
-            continue
-        found = hunks(before, after)
+    for change in changed_files(git_dir, MAX_CHANGED_LINES, MAX_FILE_CHARS, single_file=True):
+        found = hunks(change.before, change.after)
         if not 2 <= len(found) <= MAX_HUNKS:
             continue
-        source = {"repository": name, "commit": commit, "licence": licence, "file": path}
-        out.extend({**case, "source": source} for case in split(before, after, found))
+        source = {"repository": name, "commit": change.commit, "licence": licence, "file": change.path}
+        out.extend({**case, "source": source} for case in split(change.before, change.after, found))
     rng = random.Random(seed)
     chosen = rng.sample(out, min(limit, len(out)))
     for i, case in enumerate(chosen):

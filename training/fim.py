@@ -188,12 +188,23 @@ def fim_example(
 
     When too long, the prefix loses tokens at its start and the suffix at its end (the parts far from the cursor).
     """
-    p, m, s = tokenizer.encode(prefix), tokenizer.encode(middle), tokenizer.encode(suffix)
+    encoded = (tokenizer.encode(prefix), tokenizer.encode(middle), tokenizer.encode(suffix))
+    p, m, s = fit_tokens(*encoded, max_tokens, suffix_share=3)
+    return [*fim_prompt(ids, p, s, order), *m, ids.eot]
+
+
+def fit_tokens(
+    p: list[int], m: list[int], s: list[int], max_tokens: int, suffix_share: int
+) -> tuple[list[int], list[int], list[int]]:
+    """Prefix, middle and suffix tokens cut to fit max_tokens with a layout's 4 special tokens: the middle to half
+    of max_tokens, then, when the rest is too long, the prefix loses its start and the suffix its end (the parts far
+    from the cursor): the suffix keeps room // suffix_share tokens (more where the prefix is shorter than the rest),
+    the prefix the rest."""
     m = m[: max_tokens // 2]
     room = max_tokens - len(m) - 4
     if len(p) + len(s) > room:
-        keep_s = min(len(s), room // 3)
+        keep_s = min(len(s), room // suffix_share)
         keep_p = min(len(p), room - keep_s)
         keep_s = min(len(s), room - keep_p)
         p, s = p[len(p) - keep_p :], s[:keep_s]
-    return [*fim_prompt(ids, p, s, order), *m, ids.eot]
+    return p, m, s

@@ -12,7 +12,7 @@ window as it is, so the model learns to leave code alone where nothing follows (
   train.txt only): a parameter or local of a function renamed at its first occurrence, then each next occurrence
   in turn; Python's `ast` and `symtable` decide which names are one variable.
 - `commit_rows`: consecutive versions of a file (a commit of a train.txt distribution's repository,
-  training/next_edit_commits.py): the first k hunks are the history, hunk k + 1 the next edit.
+  training/git_history.py): the first k hunks are the history, hunk k + 1 the next edit.
 
 Each row is {"prefix", "suffix", "middle", "window", "kind"} (`window`: the old window, the draft the server
 sends with the request); training/dataset.py tokenizes it in the server's suffix-prefix-middle order with the loss
