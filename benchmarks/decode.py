@@ -4,9 +4,9 @@ with --compare-hf, against Hugging Face transformers' `generate()` on the same w
 Decoding one sequence reads every weight once per token, so a step cannot take less time than one read of the
 model's weights: the roofline is (bytes/s this machine reads that working set) / (weight bytes read per token). The
 bench measures the read speed on the model's own placed weights, read back to back as decode reads them, with wide
-loads on the bench's threads (the fused step's read probe, hardware/torch_backend/fused.py): a model that fits in the
-caches reads at cache speed, one that does not at memory speed, so the figure is an upper bound either way, and the
-fraction reached says how much of the step is lost to everything that is not reading weights (arithmetic,
+loads on the bench's threads (the fused step's read probe, hardware/torch_backend/fused_library.py): a model that
+fits in the caches reads at cache speed, one that does not at memory speed, so the figure is an upper bound either
+way, and the fraction reached says how much of the step is lost to everything that is not reading weights (arithmetic,
 attention, norms, dispatch, sampling).
 
 Timings are wall clock, repeated; the best and the median are reported. On the shared 2-core machines other work

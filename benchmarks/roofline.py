@@ -68,11 +68,11 @@ class ReadProbe:
     def sample(self, passes: int = 3) -> None:
         """The best of `passes` reads on the bench's threads and, with more than one, on one thread too: a step can
         always fall back to fewer threads (fused_pool.c does after a stall), so the faster of the two bounds it."""
-        from waferline.hardware.torch_backend import fused
+        from waferline.hardware.torch_backend import fused_library
 
         if not self.tensors:
             return
-        if fused.library() is None:
+        if fused_library.library() is None:
             self.probe = "torch"
             for i in range(passes + 1):
                 t0 = time.perf_counter()
@@ -82,7 +82,7 @@ class ReadProbe:
                     self.best = min(self.best, time.perf_counter() - t0)
             return
         for threads in sorted({1, self.threads}):
-            seconds = fused.read_seconds(self.tensors, threads=threads, repeats=passes)
+            seconds = fused_library.read_seconds(self.tensors, threads=threads, repeats=passes)
             assert seconds is not None
             self.best = min(self.best, seconds)
 

@@ -86,25 +86,25 @@ def create_server(
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: WaferlineServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.open_document(params.text_document)
-        ls.indexing.document_changed(params.text_document.uri)
+        ls.indexing.updates.document_changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: WaferlineServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.change_document(params)
-        ls.indexing.document_changed(params.text_document.uri)
+        ls.indexing.updates.document_changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: WaferlineServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.close_document(params.text_document.uri)
-        ls.indexing.document_closed(params.text_document.uri)
+        ls.indexing.updates.document_closed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     def did_save(ls: WaferlineServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.indexing.document_saved(params.text_document.uri)
+        ls.indexing.updates.document_saved(params.text_document.uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def did_change_watched_files(ls: WaferlineServer, params: types.DidChangeWatchedFilesParams) -> None:
-        ls.indexing.files_changed(params)
+        ls.indexing.updates.files_changed(params)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     async def did_change_workspace_folders(ls: WaferlineServer, params: types.DidChangeWorkspaceFoldersParams) -> None:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from waferline.hardware.device import BlockWeight, DecoderPlan, FusedStep, KVRef, Placement, Weight, WeightRef
-from waferline.hardware.torch_backend import fused, kernels
+from waferline.hardware.torch_backend import fused, fused_library, kernels
 from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 
 WEIGHT_FORMATS = ("float", "int8")
@@ -78,8 +78,8 @@ class TorchDevice:
             self._blocks = (
                 self.torch_device.type == "cpu"
                 and os.environ.get("WAFERLINE_GGUF_BLOCKS", "1").strip().lower() not in ("0", "false", "no", "off")
-                and not fused.disabled_by_env()
-                and fused.library() is not None
+                and not fused_library.disabled_by_env()
+                and fused_library.library() is not None
             )
         return self._blocks
 
@@ -193,7 +193,7 @@ class TorchDevice:
             if not isinstance(step, str):
                 return step
             reason = step
-        fused.log.info("decode through per-op torch calls, not the fused C step: %s", reason)
+        fused_library.log.info("decode through per-op torch calls, not the fused C step: %s", reason)
         return None
 
     # -- accounting --------------------------------------------------------------------------------------------------

@@ -1,20 +1,10 @@
-"""The repository index as the server runs it: built in the background, kept current from the editor and the disk.
+"""The repository index as the server runs it: built in the background, looked up, kept current (updates.py).
 
 On `initialized`, every workspace folder gets a `WorkspaceIndex` (index.py), built on a thread of its own with
 `$/progress` ("indexing 1,234 files") when the client accepts server-initiated progress. Lookups (hover, ask, the
-completion prompt's context) work during the build and see what is indexed so far. Afterwards:
-
-- didOpen/didChange: the editor's text replaces the file's, re-extracted UPDATE_DELAY_S after the last change (one
-  parse per pause in typing, never per keystroke, and at most one per UPDATE_MIN_INTERVAL_S while typing goes on), on
-  the index thread, never on the event loop; didSave at once.
-  Updates coalesce per document, latest wins: a document has at most one timer and one text waiting for the index
-  thread (`_waiting`, keyed by URI), so however far the index thread falls behind, what waits is bounded by the
-  open documents, never by the keystrokes, and a text superseded before its turn is never parsed;
-- didClose: back to the file on disk;
-- workspace/didChangeWatchedFiles (registered dynamically when the client supports it): created and changed files are
-  re-read, deleted ones dropped; a changed `.gitignore` starts an incremental build (only changed files are parsed).
-
-All index writes after the first build run on one thread (`waferline-index`), in the order the events arrived.
+completion prompt's context) work during the build and see what is indexed so far. Afterwards `IndexUpdates`
+(updates.py) follows the editor's texts and the disk's changes, all on one thread (`waferline-index`), in the order
+the events arrived.
 """
 
 from __future__ import annotations
@@ -24,9 +14,8 @@ import itertools
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +23,9 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from waferline.server.repository.definitions import definition_snippets, window_names
-from waferline.server.repository.discovery import TEXT_LANGUAGES
 from waferline.server.repository.index import WorkspaceIndex
+from waferline.server.repository.updates import IndexUpdates
 from waferline.syntax.context import Snippet
-from waferline.syntax.languages import EXTENSIONS
 from waferline.syntax.plan import CompletionPlan
 
 if TYPE_CHECKING:
@@ -45,12 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-UPDATE_DELAY_S = 0.3  # after the last didChange of a document, re-extract it
-UPDATE_MIN_INTERVAL_S = 2.0  # and not sooner than this after its previous re-extraction (a server behind its input
-# sees long pauses between one document's keystrokes; this keeps it from re-indexing at every one)
 INDEX_OF_ENTRIES = 4096
 PROGRESS_INTERVAL_S = 0.2  # at most this often a $/progress report
-WATCHER_ID = "waferline-watched-files"
 CONTEXT_CACHE_ENTRIES = 64
 _progress_ids = itertools.count(1)
 
@@ -63,12 +47,6 @@ def uri_to_path(uri: str) -> Path | None:
     return Path(fs) if fs else None
 
 
-def watched_globs() -> list[str]:
-    """What the client should watch: files of every indexed language, and .gitignore files."""
-    exts = sorted({e.lstrip(".") for e in (*EXTENSIONS, *TEXT_LANGUAGES)})
-    return ["**/*.{" + ",".join(exts) + "}", "**/.gitignore"]
-
-
 class Indexing:
     """The server's indexes, one per workspace folder, and what keeps them current; see the module docstring."""
 
@@ -76,20 +54,12 @@ class Indexing:
         self.ls = ls
         self.indexes: dict[Path, WorkspaceIndex] = {}
         self.building: dict[Path, tuple[int, int]] = {}  # folder -> (done, total) while its build runs
-        self._updates = ThreadPoolExecutor(max_workers=1, thread_name_prefix="waferline-index")
-        self._timers: dict[str, asyncio.TimerHandle] = {}  # uri -> the one timer of its pending re-extraction
-        self._due: dict[str, float] = {}  # uri -> when (loop time) its re-extraction is due: a change moves it
-        # uri -> (index, path, text) for the index thread, latest wins; the thread takes it out when it gets to it
-        self._waiting: dict[str, tuple[WorkspaceIndex, Path, str]] = {}
-        self._waiting_lock = threading.Lock()
-        self._last_update: dict[str, float] = {}  # uri -> when (loop time) it was last handed to the index thread
+        self.updates = IndexUpdates(ls, self.locate)  # the editor's and the disk's changes, on the index thread
         self._index_of: dict[
             Path, WorkspaceIndex | None
         ] = {}  # index_for's answers: resolving a path costs lstat calls
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.generation = 0  # bumped after every index change: cached completion context older than it is stale
-        self._own_changes: Counter[Path] = Counter()  # of those, the changes of each file itself
         self._context: OrderedDict[tuple[Any, ...], list[Snippet]] = OrderedDict()
 
     # -- starting and stopping -----------------------------------------------------------------------------------
@@ -109,14 +79,14 @@ class Indexing:
     async def begin(self) -> None:
         """On `initialized`: index the workspace folders and ask the client to report file changes."""
         await self.start()
-        await self.register_watchers()
+        await self.updates.register_watchers()
 
     async def start(self, folders: list[Path] | None = None) -> None:
         """Index the workspace folders in the background (on `initialized`, and for folders added later)."""
         if not self.ls.options.index_workspace:
             log.info("indexWorkspace is false: the workspace is not indexed")
             return
-        self._loop = asyncio.get_running_loop()
+        self._loop = self.updates.loop = asyncio.get_running_loop()
         todo = [f for f in (folders if folders is not None else self.folders()) if f not in self.indexes]
         if not todo:
             return
@@ -185,8 +155,15 @@ class Indexing:
                 self._call_soon(self.ls.work_done_progress.report, token, report)
 
         report = index.build(progress=progress, should_cancel=self._stop.is_set)
-        self.generation += 1
+        self.updates.changed()
         return report.files
+
+    def _sync_open_documents(self, folder: Path) -> None:
+        """An index opened after documents were: give it their editor text."""
+        for uri in list(self.ls.documents):
+            path = uri_to_path(uri)
+            if path is not None and path.resolve().is_relative_to(folder):
+                self.updates.document_changed(uri, delay=0.0)
 
     def _call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run `fn(*args)` on the event loop: the LSP transport is not thread-safe."""
@@ -196,13 +173,7 @@ class Indexing:
     def close(self) -> None:
         """Shutdown: stop a running build between files and drop queued updates."""
         self._stop.set()
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
-        self._due.clear()
-        with self._waiting_lock:
-            self._waiting.clear()
-        self._updates.shutdown(wait=False, cancel_futures=True)
+        self.updates.close()
 
     # -- lookups -------------------------------------------------------------------------------------------------
     def index_for(self, path: Path | None) -> WorkspaceIndex | None:
@@ -224,6 +195,12 @@ class Indexing:
                 best = (folder, index)
         return best[1] if best is not None else None
 
+    def locate(self, uri: str) -> tuple[WorkspaceIndex, Path] | None:
+        """The index of the workspace folder holding `uri`'s file, and that file; None outside every indexed one."""
+        path = uri_to_path(uri)
+        index = self.index_for(path)
+        return None if index is None or path is None else (index, path)
+
     def files_using(self, uri: str, name: str, limit: int = 2000) -> list[Path]:
         """The indexed files of `uri`'s workspace folder that use `name` (call it, import it...), by path; [] when
         the folder is not indexed. Read from the index as it is (possibly still building): a hint of where to look."""
@@ -243,132 +220,6 @@ class Indexing:
         if not self.indexes:
             return "no workspace folder is indexed (the client named no local folder)"
         return None
-
-    # -- keeping current -----------------------------------------------------------------------------------------
-    def _submit(self, fn: Callable[..., Any], *args: Any, path: Path | None = None) -> None:
-        """Run an index write on the index thread; `path` is the file it changes (None: possibly many)."""
-
-        def run() -> None:
-            try:
-                fn(*args)
-            except Exception:  # a failed update leaves the previous rows: log it, keep the thread alive
-                log.exception("index update %s%s failed", getattr(fn, "__name__", fn), args[:1])
-            if path is not None:
-                self._own_changes[path] += 1
-            self.generation += 1
-
-        if not self._stop.is_set():
-            self._updates.submit(run)
-
-    def document_changed(self, uri: str, *, delay: float = UPDATE_DELAY_S) -> None:
-        """didOpen, didChange: re-extract the document's text once typing pauses. A keystroke only moves the due
-        time of the document's one timer (no timer per keystroke, no copy of the text)."""
-        loop = self._loop
-        if loop is None or not uri.startswith("file:"):
-            return
-        now = loop.time()
-        due = now + delay
-        if delay > 0 and (last := self._last_update.get(uri)) is not None:
-            due = max(due, last + UPDATE_MIN_INTERVAL_S)
-        if uri in self._due:
-            self.ls.stats.count("index_coalesced")
-        self._due[uri] = due
-        timer = self._timers.get(uri)
-        if timer is None or timer.when() > due:  # none yet, or a save asks for sooner than the one there
-            if timer is not None:
-                timer.cancel()
-            self._timers[uri] = loop.call_at(due, self._due_reached, uri)
-
-    def document_saved(self, uri: str) -> None:
-        self.document_changed(uri, delay=0.0)
-
-    def _due_reached(self, uri: str) -> None:
-        """The document's timer fired: flush it if typing paused long enough, else wait for the new due time."""
-        self._timers.pop(uri, None)
-        due = self._due.get(uri)
-        if due is None or self._loop is None:
-            return
-        now = self._loop.time()
-        if due > now:
-            self._timers[uri] = self._loop.call_at(due, self._due_reached, uri)
-            return
-        del self._due[uri]
-        self._last_update[uri] = now
-        self._flush(uri)
-
-    def _flush(self, uri: str) -> None:
-        doc = self.ls.documents.get(uri)
-        path = uri_to_path(uri)
-        index = self.index_for(path)
-        if doc is None or index is None or path is None:
-            return
-        with self._waiting_lock:
-            queued = uri in self._waiting
-            self._waiting[uri] = (index, path, doc.readable_text)
-        if queued:  # the index thread has not got to the previous text: it takes this one instead
-            self.ls.stats.count("index_coalesced")
-        else:
-            self._submit(self._update_waiting, uri, path=path)
-
-    def _update_waiting(self, uri: str) -> None:
-        """On the index thread: re-extract the latest text waiting for `uri`, if it is still waiting."""
-        with self._waiting_lock:
-            item = self._waiting.pop(uri, None)
-        if item is not None:
-            index, path, text = item
-            index.update_file(path, text)
-            self.ls.stats.count("index_updates")
-
-    def document_closed(self, uri: str) -> None:
-        if (old := self._timers.pop(uri, None)) is not None:
-            old.cancel()
-        self._due.pop(uri, None)
-        self._last_update.pop(uri, None)
-        with self._waiting_lock:
-            self._waiting.pop(uri, None)  # its text is no longer the file's: back to the disk's
-        path = uri_to_path(uri)
-        if (index := self.index_for(path)) is not None and path is not None:
-            self._submit(index.close_file, path, path=path)
-
-    def _sync_open_documents(self, folder: Path) -> None:
-        """An index opened after documents were: give it their editor text."""
-        for uri in list(self.ls.documents):
-            path = uri_to_path(uri)
-            if path is not None and path.resolve().is_relative_to(folder):
-                self.document_changed(uri, delay=0.0)
-
-    def files_changed(self, params: types.DidChangeWatchedFilesParams) -> None:
-        """workspace/didChangeWatchedFiles: re-read created and changed files, drop deleted ones."""
-        rebuild: set[Path] = set()
-        for change in params.changes:
-            path = uri_to_path(change.uri)
-            index = self.index_for(path)
-            if index is None or path is None:
-                continue
-            if path.name == ".gitignore":
-                rebuild.add(index.root)
-            elif change.type == types.FileChangeType.Deleted:
-                self._submit(index.remove_path, path)
-            else:
-                self._submit(index.refresh_file, path)
-        for root in rebuild:  # what is ignored changed: an incremental build re-lists the files
-            self._submit(self.indexes[root].build)
-
-    async def register_watchers(self) -> None:
-        """Ask the client to send workspace/didChangeWatchedFiles for indexed files, when it can register it."""
-        ws = self.ls.client_capabilities.workspace
-        caps = ws.did_change_watched_files if ws is not None else None
-        if not self.ls.options.index_workspace or caps is None or not caps.dynamic_registration:
-            return
-        watchers = [types.FileSystemWatcher(glob_pattern=g) for g in watched_globs()]
-        options = types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers)
-        reg = types.Registration(
-            id=WATCHER_ID, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
-        )
-        try:
-            await self.ls.client_register_capability_async(types.RegistrationParams(registrations=[reg]))
-        except Exception as e:  # the client refused: the index still follows open documents
-            log.warning("could not register file watchers (%s): files changed outside the editor are not seen", e)
 
     # -- completion context --------------------------------------------------------------------------------------
     def completion_context(self, uri: str) -> Callable[[str, CompletionPlan], list[Snippet]] | None:
@@ -392,7 +243,7 @@ class Indexing:
         names = window_names(text, plan)
         # Typing in this file changes the index too, but not the other files' definitions: only their changes
         # make the cached snippets stale.
-        others = self.generation - self._own_changes[path]
+        others = self.updates.generation - self.updates.own_changes[path]
         key = (str(path), others, names, plan.context_budget)
         if (hit := self._context.get(key)) is not None:
             self._context.move_to_end(key)

@@ -13,7 +13,7 @@ from required import missing  # tests/support
 
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.model import ModelArgs, Transformer
-from waferline.hardware.torch_backend import TorchDevice, fused
+from waferline.hardware.torch_backend import TorchDevice, fused, fused_library
 
 SHAPES = {
     "qwen2-gqa-bias-tied": dict(
@@ -42,8 +42,8 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 @pytest.fixture(scope="module")
 def compiled() -> None:
-    if fused.library() is None:
-        missing(f"the fused C step could not be built: {fused._library_error}")
+    if fused_library.library() is None:
+        missing(f"the fused C step could not be built: {fused_library._library_error}")
 
 
 def build(shape: str, *, dtype: torch.dtype, weights: str, fuse: bool, monkeypatch: Any) -> Transformer:
@@ -143,8 +143,8 @@ def test_env_switch_and_large_models_keep_the_per_op_path(monkeypatch: Any) -> N
 def test_compile_failure_falls_back_with_one_warning(monkeypatch: Any, tmp_path: Path, caplog: Any) -> None:
     monkeypatch.setenv("CC", "/bin/false")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(fused, "_library", None)
-    monkeypatch.setattr(fused, "_library_error", None)
+    monkeypatch.setattr(fused_library, "_library", None)
+    monkeypatch.setattr(fused_library, "_library_error", None)
     args = ModelArgs(**SHAPES["odd-widths-head-dim"])
     for _ in range(2):
         model = Transformer(args, TorchDevice())
@@ -159,14 +159,14 @@ def test_compile_failure_falls_back_with_one_warning(monkeypatch: Any, tmp_path:
 
 
 def test_compiled_library_is_cached_by_content(monkeypatch: Any, tmp_path: Path, compiled: None) -> None:
-    first = fused.compile_library(tmp_path)
+    first = fused_library.compile_library(tmp_path)
     assert first.is_file() and first.parent == tmp_path
 
     def no_compiler(*a: Any, **k: Any) -> None:
         raise AssertionError("compiled again")
 
     monkeypatch.setattr(subprocess, "run", no_compiler)
-    assert fused.compile_library(tmp_path) == first
+    assert fused_library.compile_library(tmp_path) == first
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -314,7 +314,7 @@ def test_the_read_probe_reads_every_byte(compiled: None) -> None:
     checksum is the sum of the buffers' 8-byte words plus their trailing bytes."""
     import ctypes
 
-    lib = fused.library()
+    lib = fused_library.library()
     assert lib is not None
     g = torch.Generator().manual_seed(0)
     bufs = [torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for n in (1, 7, 4096, 4103, 70001, 300000)]
@@ -326,7 +326,7 @@ def test_the_read_probe_reads_every_byte(compiled: None) -> None:
     sizes = torch.tensor([len(b) for b in bufs], dtype=torch.int64)
     for threads in (1, 2, 3):
         assert lib.waferline_read(ptrs, sizes.data_ptr(), len(bufs), threads) == expected % (1 << 64)
-    assert fused.read_seconds(bufs, threads=2, repeats=2) > 0
+    assert fused_library.read_seconds(bufs, threads=2, repeats=2) > 0
 
 
 def test_two_callers_at_once_get_the_same_logits(compiled: None, monkeypatch: Any) -> None:

@@ -19,7 +19,7 @@ from waferline.engine.generate import generate
 from waferline.engine.gguf.write import export_gguf
 from waferline.engine.kvcache import Session
 from waferline.hardware.device import BlockWeight
-from waferline.hardware.torch_backend import fused
+from waferline.hardware.torch_backend import fused, fused_library
 
 KINDS = ("Q4_0", "Q4_1", "Q8_0")
 SHAPES = ((1, 32), (37, 64), (17, 96), (130, 576), (40, 1536))  # one block; rows not a multiple of 16; wide rows
@@ -27,8 +27,8 @@ SHAPES = ((1, 32), (37, 64), (17, 96), (130, 576), (40, 1536))  # one block; row
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled() -> None:
-    if fused.library() is None:
-        missing(f"the fused C step could not be built: {fused._library_error}")
+    if fused_library.library() is None:
+        missing(f"the fused C step could not be built: {fused_library._library_error}")
 
 
 def blocks(kind: str, w: np.ndarray) -> BlockWeight:
@@ -130,7 +130,10 @@ def test_a_block_file_loads_unexpanded_and_decodes_as_its_dequantised_weights(
 ) -> None:
     path = files[kind]
     native = load_model(path)
-    assert native.model.fused is not None and int(native.model.fused.dims[fused.DIMS.index("wfmt")]) == fused.W_BLOCKS
+    assert (
+        native.model.fused is not None
+        and int(native.model.fused.dims[fused_library.DIMS.index("wfmt")]) == fused_library.W_BLOCKS
+    )
     placed = native.model.device.placement().weight_bytes
     assert placed <= 1.05 * path.stat().st_size  # the blocks (the tied head shares the embedding's), rope, norms
     assert all(isinstance(layer.qkv.payload, BlockWeight) for layer in native.model.layers)

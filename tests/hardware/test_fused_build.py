@@ -13,50 +13,50 @@ from typing import Any
 import pytest
 from required import missing  # tests/support
 
-from waferline.hardware.torch_backend import fused
+from waferline.hardware.torch_backend import fused_library
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def lib() -> Any:
-    built = fused.library()
+    built = fused_library.library()
     if built is None:
-        missing(f"the fused C step could not be built: {fused._library_error}")
+        missing(f"the fused C step could not be built: {fused_library._library_error}")
     return built
 
 
 def test_the_c_tables_are_indexed_as_fused_py_fills_them(lib: Any) -> None:
-    assert fused.c_layout(lib) == (fused.DIMS, fused.GLOBAL_PTRS, fused.LAYER_PTRS)
+    assert fused_library.c_layout(lib) == (fused_library.DIMS, fused_library.GLOBAL_PTRS, fused_library.LAYER_PTRS)
 
 
 def test_a_table_out_of_step_with_the_c_enums_is_refused(lib: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    swapped = (fused.LAYER_PTRS[1], fused.LAYER_PTRS[0], *fused.LAYER_PTRS[2:])
-    monkeypatch.setattr(fused, "LAYER_PTRS", swapped)
+    swapped = (fused_library.LAYER_PTRS[1], fused_library.LAYER_PTRS[0], *fused_library.LAYER_PTRS[2:])
+    monkeypatch.setattr(fused_library, "LAYER_PTRS", swapped)
     with pytest.raises(RuntimeError, match="layer pointers are attn_norm, qkv_w"):
-        fused.check_layout(lib)
-    monkeypatch.setattr(fused, "LAYER_PTRS", (*fused.LAYER_PTRS, "extra"))
+        fused_library.check_layout(lib)
+    monkeypatch.setattr(fused_library, "LAYER_PTRS", (*fused_library.LAYER_PTRS, "extra"))
     with pytest.raises(RuntimeError, match="extra"):
-        fused.check_layout(lib)
+        fused_library.check_layout(lib)
 
 
 def test_the_sources_build_without_a_warning(lib: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fused, "CFLAGS", (*fused.CFLAGS, "-Werror"))
-    assert {"-Wall", "-Wextra"} <= set(fused.CFLAGS)
-    assert fused.compile_library(tmp_path).is_file()
+    monkeypatch.setattr(fused_library, "CFLAGS", (*fused_library.CFLAGS, "-Werror"))
+    assert {"-Wall", "-Wextra"} <= set(fused_library.CFLAGS)
+    assert fused_library.compile_library(tmp_path).is_file()
 
 
 SANITIZED = """
 import sys, torch
 sys.path.insert(0, "tests/support")
-from waferline.hardware.torch_backend import fused
-fused.CFLAGS = (*[f for f in fused.CFLAGS if f != "-O3"], "-O1", "-g", "-fno-omit-frame-pointer",
-                "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+from waferline.hardware.torch_backend import fused, fused_library
+fused_library.CFLAGS = (*[f for f in fused_library.CFLAGS if f != "-O3"], "-O1", "-g", "-fno-omit-frame-pointer",
+                        "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
 from random_weights import scaled_state
 from waferline.engine.hf import from_hf
 from waferline.engine.model import ModelArgs, Transformer
 from waferline.hardware.torch_backend import TorchDevice
-assert fused.library() is not None, fused._library_error
+assert fused_library.library() is not None, fused_library._library_error
 args = ModelArgs(model_type="qwen3", vocab_size=70, dim=40, n_layers=1, n_heads=2, n_kv_heads=1,
                  intermediate_size=50, max_seq_len=64, head_dim=24)  # widths that exercise every tail
 for weights, dtype in (("float", torch.float32), ("int8", torch.bfloat16)):

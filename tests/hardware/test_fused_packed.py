@@ -12,7 +12,7 @@ from required import missing  # tests/support
 
 from waferline.engine.hf import from_hf, init_random
 from waferline.engine.model import ModelArgs, Transformer
-from waferline.hardware.torch_backend import TorchDevice, fused
+from waferline.hardware.torch_backend import TorchDevice, fused, fused_library
 
 SHAPES = {
     "qwen2-gqa-bias": dict(
@@ -32,8 +32,8 @@ PACK_LIMIT = fused.PACK_LIMIT_BYTES
 
 @pytest.fixture(scope="module")
 def compiled() -> None:
-    if fused.library() is None:
-        missing(f"the fused C step could not be built: {fused._library_error}")
+    if fused_library.library() is None:
+        missing(f"the fused C step could not be built: {fused_library._library_error}")
 
 
 def build(shape: str, *, packed: bool, monkeypatch: Any) -> Transformer:
@@ -44,7 +44,9 @@ def build(shape: str, *, packed: bool, monkeypatch: Any) -> Transformer:
     model = Transformer(args, TorchDevice(dtype=torch.bfloat16, weights="int8"))
     model.load(from_hf(args, init_random(args, seed=4).items()))
     assert model.fused is not None
-    assert int(model.fused.dims[fused.DIMS.index("wfmt")]) == (fused.W_INT8_PACKED if packed else fused.W_INT8)
+    assert int(model.fused.dims[fused_library.DIMS.index("wfmt")]) == (
+        fused_library.W_INT8_PACKED if packed else fused_library.W_INT8
+    )
     return model
 
 
@@ -54,8 +56,10 @@ def test_small_models_are_packed_only_where_the_packed_product_is_the_faster(com
     model = Transformer(args, TorchDevice(dtype=torch.bfloat16, weights="int8"))
     model.load(from_hf(args, init_random(args, seed=4).items()))
     assert model.fused is not None
-    vnni = bool(fused.library().waferline_int8_features() & fused.INT8_VNNI)  # type: ignore[union-attr]
-    assert int(model.fused.dims[fused.DIMS.index("wfmt")]) == (fused.W_INT8_PACKED if vnni else fused.W_INT8)
+    vnni = bool(fused_library.library().waferline_int8_features() & fused_library.INT8_VNNI)  # type: ignore[union-attr]
+    assert int(model.fused.dims[fused_library.DIMS.index("wfmt")]) == (
+        fused_library.W_INT8_PACKED if vnni else fused_library.W_INT8
+    )
 
 
 def test_pack_int8_puts_each_weight_where_the_kernel_reads_it() -> None:

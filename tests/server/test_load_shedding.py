@@ -49,20 +49,20 @@ def test_changes_queued_behind_a_busy_index_thread_make_one_update(tmp_path: Pat
     busy = threading.Event()
 
     async def type_while_the_index_thread_is_busy() -> None:
-        ing._loop = asyncio.get_running_loop()
-        ing._updates.submit(busy.wait)
+        ing.updates.loop = asyncio.get_running_loop()
+        ing.updates._thread.submit(busy.wait)
         for i in range(100):
             doc.text.apply_change(None, base + f"\n\ndef typed_{i}():\n    pass\n", i + 2)
-            ing.document_changed(doc.uri, delay=0.0)
+            ing.updates.document_changed(doc.uri, delay=0.0)
             await asyncio.sleep(0.002)  # its timer fires: the previous text still waits for the busy thread
-        assert len(ing._waiting) == 1, "one text waits per document, never one per keystroke"
+        assert len(ing.updates._waiting) == 1, "one text waits per document, never one per keystroke"
         busy.set()
-        await asyncio.to_thread(ing._updates.submit(lambda: None).result)
+        await asyncio.to_thread(ing.updates._thread.submit(lambda: None).result)
 
     asyncio.run(type_while_the_index_thread_is_busy())
     assert ls.stats.index_updates == 1 and ls.stats.index_coalesced == 99
     assert index.definitions("typed_99") and not index.definitions("typed_98"), "the latest text won"
-    assert not ing._waiting and not ing._timers and not ing._due
+    assert not ing.updates._waiting and not ing.updates._timers and not ing.updates._due
     ing.close()
 
 

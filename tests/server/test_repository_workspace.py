@@ -12,7 +12,8 @@ import pytest
 from waferline.server.features.engine_request import prompt_prefix
 from waferline.server.options import Options
 from waferline.server.repository.index import IndexOptions, WorkspaceIndex
-from waferline.server.repository.workspace import Indexing, uri_to_path, watched_globs
+from waferline.server.repository.updates import watched_globs
+from waferline.server.repository.workspace import Indexing, uri_to_path
 from waferline.syntax.plan import plan_completion
 from waferline.syntax.tree import SyntaxTree
 
@@ -87,14 +88,14 @@ def test_cached_context_survives_edits_of_its_own_file_only(indexed: tuple[Works
     text = path.read_text()
     plan = plan_completion(text, len(text), "python", SyntaxTree("python", text))
     first = ing.definition_snippets(index, path, text, plan)
-    ing._submit(index.update_file, path, text + "\n", path=path)
-    ing._updates.submit(lambda: None).result()  # the index thread has run the update
+    ing.updates.submit(index.update_file, path, text + "\n", path=path)
+    ing.updates._thread.submit(lambda: None).result()  # the index thread has run the update
     assert ing.definition_snippets(index, path, text, plan) is first, "typing in this file: still cached"
     changed = other.read_text().replace(
         "def apply_tax(amount: float) -> float:", "def apply_tax(amount: float, rate: float) -> float:"
     )
-    ing._submit(index.update_file, other, changed, path=other)
-    ing._updates.submit(lambda: None).result()
+    ing.updates.submit(index.update_file, other, changed, path=other)
+    ing.updates._thread.submit(lambda: None).result()
     again = ing.definition_snippets(index, path, text, plan)
     assert again is not first and "rate: float" in "\n".join(s.text for s in again), "another file changed"
     ing.close()
