@@ -1,4 +1,4 @@
-/* What the fused step's C files share (compiled together into one library by fused.py).
+/* What the fused step's C files share (compiled together into one library by fused_library.py).
  *
  * fused_pool.c      the worker threads that split a step's products between cores, and the read probe
  * fused_linear.c    the matrix products (int8 rows with 8-bit activations, float32) and the quantisation

@@ -10,7 +10,7 @@
  * Numerics: activations, norms, rotary, softmax and accumulations in float32; the products as fused_linear.c and
  * fused_packed.c say (float32 weights, or int8 weights with 8-bit activations); attention in fused_attention.c. The KV cache is the torch backend's own tensor,
  * (layers, 2, kv_heads, max_tokens, head_dim) in float32 or bfloat16, so that prefill (torch) and decode (here)
- * share it. Compiled and loaded by fused.py; the layout of `dims` and `ptrs` is defined there, next to the code that
+ * share it. Compiled and loaded by fused_library.py; the layout of `dims` and `ptrs` is defined there, next to the code that
  * fills them.
  */
 #include <math.h>
@@ -23,7 +23,7 @@
 #endif
 
 /* The layout of `dims` and of the pointer table, each list written once: the enums below are made from them, and
- * waferline_layout names each entry, which fused.py checks against its DIMS, GLOBAL_PTRS and LAYER_PTRS when it loads
+ * waferline_layout names each entry, which fused_library.py checks against its DIMS, GLOBAL_PTRS and LAYER_PTRS when it loads
  * the library (an entry added on one side only is refused there, not read at the wrong index). */
 #define WL_DIMS(X) X(D, DIM) X(D, LAYERS) X(D, HEADS) X(D, KV_HEADS) X(D, HEAD_DIM) X(D, INTER) X(D, VOCAB) \
     X(D, MAX_TOKENS) X(D, WFMT) X(D, KVFMT) X(D, EMBFMT)
