@@ -3,8 +3,10 @@ tmux, driven over RPC, as test_neovim_plugin.py).
 
 Next edits come from the real server's structural candidates, which use no model (the engine is the test double):
 the user renames a parameter in normal mode, the plugin previews the edit the server proposes at a use below, the
-jump key moves there, the accept key applies it and the server's next edit of the chain follows. Partial accept runs
-against the same server with a fixed completion, so the words and lines kept can be checked exactly.
+jump key moves there, the accept key applies it and the server's next edit of the chain follows. A parameter added to a
+signature is an insertion at its call: once the jump puts the cursor there, the insertion is drawn at the cursor, as
+ghost text, and the accept key writes it. Partial accept runs against the same server with a fixed completion, so the
+words and lines kept can be checked exactly.
 """
 
 from __future__ import annotations
@@ -125,6 +127,61 @@ def test_dismissing_a_next_edit_rejects_it_and_moving_away_ignores_it(editor: Nv
     nvim.keys(f"{edit['row'] + 2}G")
     wait_for(lambda: nvim.lua(EDIT) is None, 10, "the edit to be dropped when the cursor moves away")
     wait_for(lambda: inline_edit_stats(nvim)["ignored"] > after["ignored"], 10, "ignored counted")
+
+
+CALLS = """def area(w, h):
+    return w * h
+
+
+def report(w, h, unit):
+    print(area(w, h), unit)
+"""
+ADDED = CALLS.replace("area(w, h):", "area(w, h, unit):").replace("area(w, h),", "area(w, h, unit),")
+MARKS = """
+local out = {}
+for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, require('waferline.nextedit').ns, 0, -1, { details = true })) do
+  local d = m[4]
+  local text = {}
+  for _, chunk in ipairs(d.virt_text or {}) do text[#text + 1] = chunk[1] end
+  out[#out + 1] = { row = m[2], col = m[3], hl = d.hl_group or vim.NIL, pos = d.virt_text_pos or vim.NIL,
+                    text = table.concat(text), sign = d.sign_text and vim.trim(d.sign_text) or vim.NIL }
+end
+return out
+"""
+
+
+def test_an_insertion_at_the_cursor_is_ghost_text_and_the_accept_key_writes_it(editor: NvimSession) -> None:
+    """A parameter added to a signature: its call lacks the argument, an insertion; jumped to, it is drawn at the
+    cursor, inline, as ghost text (nothing struck through, no hint: the edit is on the cursor's line), and the
+    accept key writes exactly it."""
+    nvim = editor
+    path = open_file(nvim, "calls.py", CALLS)
+    before = inline_edit_stats(nvim)
+    nvim.keys("<Esc>")
+    nvim.lua(f"vim.api.nvim_win_set_cursor(0, {{ 1, {CALLS.index('):')} }})")
+    nvim.keys("i, unit<Esc>")  # in normal mode again: no inline completion competes with the preview
+    edit = next_edit(nvim, "the next edit at the call")
+    call = CALLS.splitlines()[5]
+    at = call.index("h)") + 1
+    assert (edit["row"], edit["col"], edit["end_row"], edit["end_col"], edit["text"]) == (5, at, 5, at, ", unit"), edit
+    nvim.keys("<M-n>")  # jump: the cursor where the argument goes
+    wait_for(lambda: nvim.cursor() == (5, at), 10, "the jump to the insertion")
+    marks = wait_for(lambda: (m := nvim.lua(MARKS)) and all(x["row"] == 5 for x in m) and m, 10,
+                     "the preview redrawn on the cursor's line, the hint on the signature's gone")  # fmt: skip
+    ghost = [m for m in marks if m["text"]]
+    assert [(m["row"], m["col"], m["pos"], m["text"]) for m in ghost] == [(5, at, "inline", ", unit")], marks
+    assert not [m for m in marks if m["hl"] == "WaferlineNextEditDelete"], f"an insertion strikes nothing: {marks}"
+    screen = nvim.screen_text()
+    assert "    print(area(w, h, unit), unit)" in screen, f"drawn at the cursor, in the line:\n{screen}"
+    assert "next edit: line" not in screen, f"no hint: the edit is on the cursor's line:\n{screen}"
+    assert nvim.buffer_lines() == CALLS.replace("area(w, h):", "area(w, h, unit):").splitlines(), "shown, not written"
+    nvim.keys("<M-n>")  # on the edit: accept
+    wait_for(lambda: nvim.buffer_lines() == ADDED.splitlines(), 10, "the accepted insertion")
+    wait_for(lambda: nvim.lua(EDIT) is None and not nvim.lua(MARKS), 10, "the preview to go")
+    nvim.command("write")
+    assert path.read_text() == ADDED
+    after = wait_for(lambda: (s := inline_edit_stats(nvim))["accepted"] > before["accepted"] and s, 10, "accepted")
+    assert after["accepted"] == before["accepted"] + 1 and after["rejected"] == before["rejected"], (before, after)
 
 
 @pytest.fixture

@@ -240,6 +240,15 @@ RENAME = '''def scale(values, factor):
 '''
 AREA = "import math\n\n\ndef area(r):\n    return \n"
 FIXED = "math.pi * r * r"
+CALLS = """def area(w, h):
+    return w * h
+
+
+def report(w, h, unit):
+    print(area(w, h), unit)
+"""
+PARAM = ", unit"
+ADDED = CALLS.replace("area(w, h):", "area(w, h, unit):").replace("area(w, h),", "area(w, h, unit),")
 
 
 def stats_row(stats_text: str, name: str) -> dict[str, Any]:
@@ -251,21 +260,27 @@ def stats_row(stats_text: str, name: str) -> dict[str, Any]:
     raise AssertionError(f"no {name} in the statistics:\n{stats_text}")
 
 
-def test_next_edit_jump_accept_chain_dismiss_and_partial_accept_in_vscode(tmp_path: Path) -> None:
+def test_next_edit_jump_accept_chain_dismiss_ghost_and_partial_accept_in_vscode(tmp_path: Path) -> None:
     """A renamed parameter is followed to its uses (Tab jumps, Tab accepts, twice: the chain), a second rename's
-    proposal is dismissed with Escape, a third one's dropped by moving the cursor away, and a suggestion is kept a
-    word, the rest and a line at a time, each counted by the server. The server is `waferline serve` with the
-    engine's test double (a fixed completion) so that the ghost text is known; next edits are structural and use
-    no model."""
+    proposal is dismissed with Escape, a third one's dropped by moving the cursor away, a suggestion is kept a
+    word, the rest and a line at a time, each counted by the server, and a parameter added to a signature is an
+    insertion at its call, ghost text once the cursor is there, which Tab accepts. The server is `waferline serve`
+    with the engine's test double (a fixed completion) so that the ghost text is known; next edits are structural
+    and use no model."""
     wrapper = tmp_path / "waferline-fixed"
     serve_fixed = ROOT / "tests" / "support" / "serve_fixed.py"
     # The extension runs `<path> serve <args>`: the wrapper drops `serve` for serve_fixed.py, which takes the rest.
     wrapper.write_text(f'#!/bin/sh\nshift\nexec {sys.executable} {serve_fixed} --text {FIXED!r} "$@"\n')
     wrapper.chmod(0o755)
     settings = {"waferline.server.path": str(wrapper), "waferline.nextEditDebounceMs": 50}
-    with serve_code(tmp_path, settings, {"rename.py": RENAME, "area.py": AREA}) as (url, workspace, env):
+    lines = CALLS.splitlines()
+    param_at = f"1:{lines[0].index('):') + 1}"  # before the signature's `)` (VS Code's columns start at 1)
+    arg_at = f"6:{lines[5].index('h)') + 2}"  # after the call's last argument: where the new one goes
+    files = {"rename.py": RENAME, "area.py": AREA, "calls.py": CALLS}
+    with serve_code(tmp_path, settings, files) as (url, workspace, env):
         result = drive(url, env, tmp_path, driver="drive-next-edit.mjs", file="rename.py", renameAt="1:19",
-                       awayAt="5:1", partialFile="area.py")  # fmt: skip
+                       awayAt="5:1", partialFile="area.py", ghostFile="calls.py", paramAt=param_at, param=PARAM,
+                       argAt=arg_at)  # fmt: skip
 
     assert "next edit: line 3" in result["first"] and "Tab to jump" in result["first"], result["first"]
     assert "factor" in result["struck"], f"the old text is drawn struck through: {result['struck']}"
@@ -276,8 +291,14 @@ def test_next_edit_jump_accept_chain_dismiss_and_partial_accept_in_vscode(tmp_pa
     assert (workspace / "rename.py").read_text() == renamed_twice_more, "Escape and moving away left the uses alone"
     assert result["dismissedStruck"] == [] and result["movedAwayStruck"] == [], "nothing drawn once dropped"
 
+    assert "next edit: line 6" in result["insertionAway"], result["insertionAway"]
+    assert result["insertionGhost"] == {"inline": PARAM, "rest": []}, result["insertionGhost"]
+    assert not result["insertionStatus"] and result["insertionStruck"] == [], "ghost text, not the decoration"
+    assert result["insertionCursor"].startswith(f"Ln {arg_at.replace(':', ', Col ')}"), result["insertionCursor"]
+    assert (workspace / "calls.py").read_text() == ADDED, "Tab wrote exactly the insertion shown"
+
     counts = stats_row(result["stats"], "inlineEdit")
-    assert counts["accepted"] == 2 and counts["rejected"] == 1 and counts["ignored"] >= 1 and counts["shown"] >= 4, (
+    assert counts["accepted"] == 3 and counts["rejected"] == 1 and counts["ignored"] >= 2 and counts["shown"] >= 6, (
         counts
     )
 

@@ -1,11 +1,14 @@
 // Drives a real VS Code (code-server in headless Chromium) through next-edit suggestions and partial accept, as a
 // user would: rename a parameter in its signature, see the edit proposed at a use below (the status item, the old
 // text struck through, the diff in its hover), Tab to jump, Tab to accept, the next use of the chain the same way,
-// save; rename again and Escape the proposal, a third time and move away; then keep a suggestion word by word, line by line and whole. Prints one
-// JSON line with what it saw; tests/e2e/test_vscode.py checks the saved files and the server's counters.
+// save; rename again and Escape the proposal, a third time and move away; then keep a suggestion word by word, line by line and whole;
+// then add a parameter to a signature, put the cursor where its call lacks the argument and ask: the insertion there
+// is ghost text, which Tab accepts. Prints one JSON line with what it saw; tests/e2e/test_vscode.py checks the saved
+// files and the server's counters.
 //
 // usage: node drive-next-edit.mjs '{"url": ..., "file": "rename.py", "renameAt": "1:19", "awayAt": "5:1",
 //                                   "partialFile": "area.py",
+//                                   "ghostFile": "calls.py", "paramAt": "1:14", "param": ", unit", "argAt": "6:20",
 //                                   "screenshots": "/dir", "chromium": "/usr/bin/chromium"}'
 import { openFileWhenReady, openWorkbench, readGhost, runCommand } from './workbench.mjs';
 
@@ -183,6 +186,43 @@ try {
     await page.keyboard.press('Control+S');
     await page.waitForFunction(() => !document.querySelector('.tab.dirty'), null, { timeout });
     step('partial accepts saved');
+  }
+
+  if (args.ghostFile) {
+    // A parameter added to a signature: its call below lacks the argument, an insertion there (drawn at the call,
+    // away from the cursor). The user goes to where the argument goes and asks: the insertion is at the cursor now,
+    // shown as ghost text (no status item, nothing struck through), and Tab accepts it as any suggestion.
+    await page.getByRole('treeitem', { name: args.ghostFile }).click();
+    await page.waitForFunction((f) => document.querySelector('.tab.active')?.textContent?.includes(f), args.ghostFile,
+      { timeout }); // prettier-ignore
+    await page.click('.monaco-editor .view-lines');
+    await goTo(page, args.paramAt);
+    await page.keyboard.type(args.param, { delay: 60 });
+    const argLine = args.argAt.split(':')[0];
+    await page.waitForFunction((l) => document.body.innerText.includes(`next edit: line ${l}`), argLine, { timeout });
+    result.insertionAway = (await nextEditItem(page).innerText()).trim();
+    step('the insertion proposed at the call: ' + result.insertionAway);
+    await goTo(page, args.argAt); // (Escape here would dismiss the next edit: moving hides a suggestion the typing brought)
+    await runCommand(page, 'waferline: Suggest the next edit', timeout);
+    const deadline = Date.now() + timeout;
+    while ((await page.evaluate(readGhost))?.inline !== args.param) {
+      if (Date.now() > deadline) {
+        throw new Error(`no ghost text ${JSON.stringify(args.param)}: ${JSON.stringify(await page.evaluate(readGhost))}`);
+      }
+      await page.waitForTimeout(50);
+    }
+    result.insertionGhost = await page.evaluate(readGhost);
+    result.insertionStatus = await page.evaluate(() => document.body.innerText.includes('next edit:'));
+    result.insertionStruck = await page.evaluate(struckThrough);
+    result.insertionCursor = await cursor(page);
+    await page.screenshot({ path: `${args.screenshots}/vscode-next-edit-ghost.png` });
+    step('the insertion at the cursor is ghost text');
+    await page.keyboard.press('Tab');
+    await page.waitForFunction((p) => !document.querySelector('.view-lines .ghost-text-decoration')?.textContent
+      ?.replace(/\u00a0/g, ' ').startsWith(p), args.param, { timeout }); // prettier-ignore
+    await page.keyboard.press('Control+S');
+    await page.waitForFunction(() => !document.querySelector('.tab.dirty'), null, { timeout });
+    step('the ghost text accepted and saved');
   }
 
   await runCommand(page, 'View: Close All Editors', timeout);
