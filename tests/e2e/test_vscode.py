@@ -264,9 +264,9 @@ def test_next_edit_jump_accept_chain_dismiss_ghost_and_partial_accept_in_vscode(
     """A renamed parameter is followed to its uses (Tab jumps, Tab accepts, twice: the chain), a second rename's
     proposal is dismissed with Escape, a third one's dropped by moving the cursor away, a suggestion is kept a
     word, the rest and a line at a time, each counted by the server, and a parameter added to a signature is an
-    insertion at its call, ghost text once the cursor is there, which Tab accepts. The server is `waferline serve`
-    with the engine's test double (a fixed completion) so that the ghost text is known; next edits are structural
-    and use no model."""
+    insertion at its call: Tab jumps there and it turns into ghost text, which Tab accepts. The server is
+    `waferline serve` with the engine's test double (a fixed completion) so that the ghost text is known; next edits
+    are structural and use no model."""
     wrapper = tmp_path / "waferline-fixed"
     serve_fixed = ROOT / "tests" / "support" / "serve_fixed.py"
     # The extension runs `<path> serve <args>`: the wrapper drops `serve` for serve_fixed.py, which takes the rest.
@@ -291,14 +291,17 @@ def test_next_edit_jump_accept_chain_dismiss_ghost_and_partial_accept_in_vscode(
     assert (workspace / "rename.py").read_text() == renamed_twice_more, "Escape and moving away left the uses alone"
     assert result["dismissedStruck"] == [] and result["movedAwayStruck"] == [], "nothing drawn once dropped"
 
-    assert "next edit: line 6" in result["insertionAway"], result["insertionAway"]
+    away = result["insertionAway"]
+    assert "next edit: line 6" in away and "Tab to jump" in away, away
     assert result["insertionGhost"] == {"inline": PARAM, "rest": []}, result["insertionGhost"]
     assert not result["insertionStatus"] and result["insertionStruck"] == [], "ghost text, not the decoration"
-    assert result["insertionCursor"].startswith(f"Ln {arg_at.replace(':', ', Col ')}"), result["insertionCursor"]
+    assert result["insertionCursor"].startswith(f"Ln {arg_at.replace(':', ', Col ')}"), (
+        f"Tab jumped: {result['insertionCursor']}"
+    )
     assert (workspace / "calls.py").read_text() == ADDED, "Tab wrote exactly the insertion shown"
 
     counts = stats_row(result["stats"], "inlineEdit")
-    assert counts["accepted"] == 3 and counts["rejected"] == 1 and counts["ignored"] >= 2 and counts["shown"] >= 6, (
+    assert counts["accepted"] == 3 and counts["rejected"] == 1 and counts["ignored"] >= 1 and counts["shown"] >= 5, (
         counts
     )
 

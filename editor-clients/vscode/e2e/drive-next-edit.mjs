@@ -2,8 +2,8 @@
 // user would: rename a parameter in its signature, see the edit proposed at a use below (the status item, the old
 // text struck through, the diff in its hover), Tab to jump, Tab to accept, the next use of the chain the same way,
 // save; rename again and Escape the proposal, a third time and move away; then keep a suggestion word by word, line by line and whole;
-// then add a parameter to a signature, put the cursor where its call lacks the argument and ask: the insertion there
-// is ghost text, which Tab accepts. Prints one JSON line with what it saw; tests/e2e/test_vscode.py checks the saved
+// then add a parameter to a signature, see the insertion its call lacks proposed there, Tab to jump: the insertion at
+// the cursor is ghost text now (nothing struck through), which Tab accepts. Prints one JSON line with what it saw; tests/e2e/test_vscode.py checks the saved
 // files and the server's counters.
 //
 // usage: node drive-next-edit.mjs '{"url": ..., "file": "rename.py", "renameAt": "1:19", "awayAt": "5:1",
@@ -190,8 +190,8 @@ try {
 
   if (args.ghostFile) {
     // A parameter added to a signature: its call below lacks the argument, an insertion there (drawn at the call,
-    // away from the cursor). The user goes to where the argument goes and asks: the insertion is at the cursor now,
-    // shown as ghost text (no status item, nothing struck through), and Tab accepts it as any suggestion.
+    // away from the cursor). Tab jumps to where the argument goes, and the insertion, at the cursor now, turns into
+    // ghost text (no status item, nothing struck through); the next Tab accepts it as any suggestion.
     await page.getByRole('treeitem', { name: args.ghostFile }).click();
     await page.waitForFunction((f) => document.querySelector('.tab.active')?.textContent?.includes(f), args.ghostFile,
       { timeout }); // prettier-ignore
@@ -202,8 +202,7 @@ try {
     await page.waitForFunction((l) => document.body.innerText.includes(`next edit: line ${l}`), argLine, { timeout });
     result.insertionAway = (await nextEditItem(page).innerText()).trim();
     step('the insertion proposed at the call: ' + result.insertionAway);
-    await goTo(page, args.argAt); // (Escape here would dismiss the next edit: moving hides a suggestion the typing brought)
-    await runCommand(page, 'waferline: Suggest the next edit', timeout);
+    await tab(page); // jump
     const deadline = Date.now() + timeout;
     while ((await page.evaluate(readGhost))?.inline !== args.param) {
       if (Date.now() > deadline) {

@@ -76,6 +76,21 @@ export function placement(edit: InlineEdit, oldText: string, cursor: Pos): Place
   return endsAtCursor && edit.text.startsWith(oldText) && edit.text.length > oldText.length ? 'ghost' : 'here';
 }
 
+/** Where Tab's jump puts the cursor: after the old text of an edit on one line that only adds to it (an insertion,
+ * or new text that starts with the old), where the rest goes; at the edit's start otherwise. */
+export function jumpTarget(edit: InlineEdit, oldText: string): Pos {
+  const { start, end } = edit.range;
+  const adds = start.line === end.line && edit.text.startsWith(oldText) && edit.text.length > oldText.length;
+  return adds ? end : start;
+}
+
+/** The cursor and the placement after Tab jumped to an edit drawn away: the placement is worked out again for the
+ * new cursor, so an insertion there becomes ghost text (the next Tab accepts it as any suggestion). */
+export function afterJump(edit: InlineEdit, oldText: string): { cursor: Pos; placement: Placement } {
+  const cursor = jumpTarget(edit, oldText);
+  return { cursor, placement: placement(edit, oldText, cursor) };
+}
+
 /** A compact one-line preview of the new text for an inline decoration (newlines shown as ⏎). */
 export function oneLine(text: string, max = 80): string {
   const flat = text.replace(/\r?\n/g, ' ⏎ ');

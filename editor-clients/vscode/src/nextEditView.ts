@@ -2,11 +2,13 @@
 // edit it proposes (the old text struck through, the new text beside it, a gutter arrow, a diff in the hover, the
 // line in the status bar), Tab jumps to it and Tab again accepts it (the edit applied, then the item's command run so
 // that the server can offer the next edit of a chain), Escape rejects it. An insertion at the cursor is shown as
-// inline-completion ghost text instead (client.ts's middleware asks `ghostItem`). The rules are in nextEdit.ts.
+// inline-completion ghost text instead (client.ts's middleware asks `ghostItem`), also once Tab has jumped to one
+// drawn elsewhere. The rules are in nextEdit.ts.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { type LanguageClient, State } from 'vscode-languageclient/node';
 import {
+  afterJump,
   DEBOUNCE_MS,
   DID_END_NOTIFICATION,
   DID_SHOW_NOTIFICATION,
@@ -228,8 +230,7 @@ export class NextEdits implements vscode.Disposable {
     }; // fmt: skip
     void client.sendNotification(DID_SHOW_NOTIFICATION, { item: { id: edit.id } });
     if (where === 'ghost') {
-      void vscode.commands.executeCommand('setContext', GHOST_CONTEXT, true);
-      void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+      void this.showAsGhost();
       return;
     }
     const hover = new vscode.MarkdownString(diffMarkdown(oldText, edit.text, range.start.line));
@@ -246,6 +247,24 @@ export class NextEdits implements vscode.Disposable {
     this.showStatus();
   }
 
+  /** Draw the shown edit as ghost text: VS Code's inline request (client.ts's middleware asks `ghostItem`) answers
+   * it, so Tab accepts it as any suggestion and Escape rejects it (GHOST_CONTEXT); no preview, no status item. */
+  private async showAsGhost(): Promise<void> {
+    const s = this.shown;
+    if (!s) {
+      return;
+    }
+    for (const d of [this.removed, this.inserted, this.gutter]) {
+      s.editor.setDecorations(d, []);
+    }
+    this.status.hide();
+    void vscode.commands.executeCommand('setContext', PENDING_CONTEXT, false); // Tab is VS Code's now
+    await vscode.commands.executeCommand('setContext', GHOST_CONTEXT, true); // (sent at once: a clear() comes after)
+    if (this.shown === s) {
+      await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+    }
+  }
+
   private showStatus(): void {
     const s = this.shown;
     if (!s) {
@@ -260,7 +279,8 @@ export class NextEdits implements vscode.Disposable {
     this.status.show();
   }
 
-  /** Tab: jump to an edit away from the cursor; on it (or on its line) accept it. */
+  /** Tab: jump to an edit away from the cursor; on it (or on its line) accept it. After the jump the placement is
+   * worked out again for the new cursor: an insertion at it turns into ghost text, which the next Tab accepts. */
   private async tab(): Promise<void> {
     const s = this.shown;
     if (!s) {
@@ -270,10 +290,18 @@ export class NextEdits implements vscode.Disposable {
     const cursor = s.editor.selection.active;
     const onEdit = cursor.line >= s.range.start.line && cursor.line <= s.range.end.line;
     if (s.placement === 'away' && !s.jumped && !onEdit) {
+      const jump = afterJump(s.edit, s.editor.document.getText(s.range));
+      const target = new vscode.Position(jump.cursor.line, jump.cursor.character);
       s.jumped = true;
-      this.expectedCursor = s.range.start;
-      s.editor.selection = new vscode.Selection(s.range.start, s.range.start);
+      this.expectedCursor = target;
+      s.editor.selection = new vscode.Selection(target, target);
       s.editor.revealRange(s.range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+      if (jump.placement === 'ghost') {
+        s.placement = 'ghost';
+        s.shownOnLine = target.line; // ghost text is drawn only here: going back to the old line ignores it
+        await this.showAsGhost();
+        return;
+      }
       this.showStatus();
       return;
     }

@@ -2,7 +2,9 @@
 // tests/e2e/test_vscode.py with `node --test`).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { diffMarkdown, firstEdit, type InlineEdit, oneLine, placement, reasonForChange } from '../src/nextEdit.ts';
+import {
+  afterJump, diffMarkdown, firstEdit, type InlineEdit, jumpTarget, oneLine, placement, reasonForChange,
+} from '../src/nextEdit.ts';
 
 const uri = 'file:///a.py';
 const edit = (line: number, start: number, end: number, text: string, version = 3): InlineEdit => ({
@@ -28,6 +30,24 @@ void test('an edit on another line is away; an insertion ending at the cursor is
   assert.equal(placement(edit(3, 0, 4, 'pass'), 'bass', { line: 3, character: 4 }), 'here', 'a replacement');
   assert.equal(placement(edit(3, 9, 12, 'abc'), '', { line: 3, character: 2 }), 'here', 'after the cursor');
   assert.equal(placement(edit(3, 7, 7, ''), '', { line: 3, character: 7 }), 'here', 'nothing to show as ghost');
+});
+
+void test('after Tab jumps to an edit drawn away, an insertion there is ghost text; a replacement stays a preview', () => {
+  const insertion = edit(5, 19, 19, ', unit'); // the argument a call lacks, shown with the cursor on line 0
+  assert.equal(placement(insertion, '', { line: 0, character: 14 }), 'away');
+  assert.deepEqual(afterJump(insertion, ''), { cursor: { line: 5, character: 19 }, placement: 'ghost' });
+  const longer = edit(9, 4, 7, 'retval'); // new text that starts with the old: the cursor goes after the old
+  assert.deepEqual(afterJump(longer, 'ret'), { cursor: { line: 9, character: 7 }, placement: 'ghost' });
+  const rename = edit(9, 11, 17, 'scale_by');
+  assert.deepEqual(afterJump(rename, 'factor'), { cursor: { line: 9, character: 11 }, placement: 'here' });
+  const deletion = edit(9, 4, 8, '');
+  assert.deepEqual(afterJump(deletion, 'pass'), { cursor: { line: 9, character: 4 }, placement: 'here' });
+  const lines: InlineEdit = { ...insertion, range: { start: { line: 5, character: 0 }, end: { line: 7, character: 0 } } };
+  assert.deepEqual(jumpTarget(lines, 'a\nb\n'), { line: 5, character: 0 }, 'several lines: the start');
+  assert.notEqual(afterJump(lines, 'a\nb\n').placement, 'ghost');
+  const spanning: InlineEdit = { ...insertion, text: 'x\ny', range: { start: { line: 5, character: 2 },
+    end: { line: 6, character: 0 } } }; // prettier-ignore
+  assert.notEqual(afterJump(spanning, 'x\n').placement, 'ghost', 'old text over two lines is never ghost text');
 });
 
 void test('typing the edit through is told from other changes', () => {
