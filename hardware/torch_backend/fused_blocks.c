@@ -319,6 +319,54 @@ static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v,
 #endif
 }
 
+#if defined(BLOCKS_DPBUSD) && !defined(BLOCKS_512)
+#define BLOCKS_SHARED 1
+/* row_dot for n vectors at once (a k-token step, prefill), each block of the row loaded and unpacked once for all
+ * of them: per vector the same operations in the same order as row_dot's, so every sum is row_dot's bit for bit. */
+static void row_dots(int64_t kind, const uint8_t *restrict row, const q8_vec *v, int64_t n, int64_t n_in,
+                     float *restrict out) {
+    const int64_t nb = n_in / 32;
+    __m256 acc[2][WL_MAX_VECTORS];
+    float extra[WL_MAX_VECTORS];
+    for (int64_t t = 0; t < n; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps(), extra[t] = 0.0f;
+    const __m256i low = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+    const int64_t bytes = kind == BK_Q8_0 ? 34 : kind == BK_Q4_0 ? 18 : 20;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + bytes * b;
+        const float dw = f16_at(blk);
+        __m256 *a = acc[b & 1];
+        if (kind == BK_Q8_0) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+            const __m256i wabs = _mm256_sign_epi8(w, w);
+            for (int64_t t = 0; t < n; t++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v[t].q + 32 * b));
+                const __m256i dot = BLOCKS_DPBUSD(zero, wabs, _mm256_sign_epi8(xv, w));
+                a[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * v[t].d[b]), _mm256_cvtepi32_ps(dot), a[t]);
+            }
+            continue;
+        }
+        const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(blk + bytes - 16));
+        const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);
+        const float mw = kind == BK_Q4_1 ? f16_at(blk + 2) : 0.0f;
+        for (int64_t t = 0; t < n; t++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v[t].q + 32 * b));
+            __m256i dot = BLOCKS_DPBUSD(zero, w, xv);
+            if (kind == BK_Q4_0)
+                dot = _mm256_sub_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * v[t].sum[b])));
+            else
+                extra[t] += mw * v[t].s[b];
+            a[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * v[t].d[b]), _mm256_cvtepi32_ps(dot), a[t]);
+        }
+    }
+    for (int64_t t = 0; t < n; t++) {
+        const __m256 s = _mm256_add_ps(acc[0][t], acc[1][t]);
+        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+        const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        out[t] = _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1))) + extra[t];
+    }
+}
+#endif
+
 enum { MAX_SEGMENTS = 8 };
 #ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 8
@@ -350,6 +398,14 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
         }
 #endif
         const float bias = c->m->bias ? c->m->bias[o] : 0.0f;
+#ifdef BLOCKS_SHARED
+        if (c->n > 1 && c->kind[s] != BK_F32) {
+            float dots[WL_MAX_VECTORS];
+            row_dots(c->kind[s], row, c->v, c->n, c->n_in, dots);
+            for (int64_t t = 0; t < c->n; t++) c->y[t * c->ys + o] = dots[t] + bias;
+            continue;
+        }
+#endif
         for (int64_t t = 0; t < c->n; t++)
             c->y[t * c->ys + o] = row_dot(c->kind[s], row, &c->v[t], c->x + t * c->xs, c->n_in) + bias;
     }
