@@ -12,9 +12,12 @@ action's edit writes (docstrings, rewrites). Each system is one `waferline serve
   alone and rewrites are not offered, so those cases count as missed; docstrings are its own fill-in-the-middle).
 
 It prints, per system and kind, how many answers hold their facts with a 95% bootstrap interval (the same draws for
-both systems: training/bootstrap.py), and for ask the engine's time to the first token (queue and prompt: ask answers
-whole, so this is when the first token was written, not when the client saw it) and the client's time to the whole
-answer, p50 and p95. A benchmark: it asserts nothing. `--json` prints the figures and every answer.
+both systems: training/bootstrap.py), and for ask the engine's time to the first token (queue and prompt: when the
+first token was written), the client's time to the first streamed delta (each ask carries a `partialResultToken`,
+so the answer comes as `$/progress` deltas while it is written: server/features/ask_stream.py; from the request sent
+to the first delta received, p50 and p90) and to the whole answer, p50 and p95. It checks each streamed answer's
+deltas joined against the final one (`stream_ok`). A benchmark: it asserts nothing. `--json` prints the figures and
+every answer.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kinds", default="ask,docstring,rewrite", help="comma-separated kinds of case")
     parser.add_argument("--max-tokens", type=int, default=96, help="askMaxTokens and actionMaxTokens")
     parser.add_argument("--json", action="store_true", help="print the figures and every answer as JSON")
+    parser.add_argument(
+        "--no-stream", action="store_true", help="ask without a partialResultToken (answers whole, as before streaming)"
+    )
 
 
 def load_cases(kinds: set[str]) -> list[dict[str, Any]]:
@@ -63,7 +69,9 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(round(q * (len(ordered) - 1)), len(ordered) - 1)]
 
 
-async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backend: str, *, quiet: bool) -> dict:
+async def run_system(
+    cases: list[dict[str, Any]], options: dict[str, Any], backend: str, *, quiet: bool, stream_asks: bool = True
+) -> dict:
     from lsprotocol import types
 
     from waferline.benchmarks.editor_session import WorkspaceClient
@@ -74,6 +82,15 @@ async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backe
         shutil.copytree(DATA / "repo", root)
         client = WorkspaceClient(model=None, backend=backend)
         edits: list[types.WorkspaceEdit] = []
+
+        streams: dict[str, dict[str, Any]] = {}  # per ask's partialResultToken: when its first delta came, all of them
+
+        @client.client.feature(types.PROGRESS)
+        def progress(params: types.ProgressParams) -> None:
+            value = params.value if isinstance(params.value, dict) else {}
+            if (stream := streams.get(str(params.token))) is not None and "delta" in value:
+                stream.setdefault("first_at", time.perf_counter())
+                stream["deltas"].append(value["delta"])
 
         @client.client.feature(types.WORKSPACE_APPLY_EDIT)
         def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
@@ -97,14 +114,20 @@ async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backe
             answers = []
             for case in cases:
                 start = time.perf_counter()
-                text, timings, note = "", None, ""
+                text, timings, note, streamed = "", None, "", None
                 if case["kind"] == "ask":
-                    got = await client.client.protocol.send_request_async(
-                        "waferline/ask", {"question": case["question"]}
-                    )
+                    token = f"ask-{case['id']}"
+                    stream = streams[token] = {"deltas": []}
+                    asked = {"question": case["question"], **({"partialResultToken": token} if stream_asks else {})}
+                    got = await client.client.protocol.send_request_async("waferline/ask", asked)
                     got = _plain(got) or {}
                     text, timings = got.get("answer") or "", got.get("timings")
                     note = "" if got.get("generated") else "no generated answer"
+                    first = stream.get("first_at")
+                    streamed = {
+                        "first_chunk_ms": round((first - start) * 1000, 1) if first is not None else None,
+                        "chunks": len(stream["deltas"]), "stream_ok": "".join(stream["deltas"]) == text,
+                    }  # fmt: skip
                 else:
                     path = root / case["path"]
                     source = path.read_text(encoding="utf-8")
@@ -139,6 +162,7 @@ async def run_system(cases: list[dict[str, Any]], options: dict[str, Any], backe
                 answers.append({
                     "id": case["id"], "kind": case["kind"], "holds": holds(case["facts"], text), "text": text,
                     "note": note, "seconds": round(time.perf_counter() - start, 3), "timings": timings,
+                    "stream": streamed,
                 })  # fmt: skip
                 if not quiet:
                     mark = "+" if answers[-1]["holds"] else "-"
@@ -187,6 +211,11 @@ def summarize(cases: list[dict[str, Any]], systems: dict[str, dict]) -> dict[str
         first = [a["timings"]["first_token_ms"] for a in run["answers"] if a["timings"]]
         whole = [a["seconds"] * 1000 for a in run["answers"] if a["kind"] == "ask" and a["timings"]]
         out["ask_first_token_ms"] = {"p50": percentile(first, 0.5), "p95": percentile(first, 0.95), "n": len(first)}
+        streamed = [a["stream"] for a in run["answers"] if a.get("stream") and a["stream"]["first_chunk_ms"]]
+        chunk = [s["first_chunk_ms"] for s in streamed]
+        out["ask_first_chunk_ms"] = {"p50": percentile(chunk, 0.5), "p90": percentile(chunk, 0.9), "n": len(chunk),
+                                     "chunks_p50": percentile([s["chunks"] for s in streamed], 0.5),
+                                     "stream_ok": sum(s["stream_ok"] for s in streamed)}  # fmt: skip
         out["ask_answer_ms"] = {"p50": percentile(whole, 0.5), "p95": percentile(whole, 0.95),
                                 "mean": round(statistics.fmean(whole), 1) if whole else None}  # fmt: skip
         figures[name] = out
@@ -220,10 +249,13 @@ def run(args: argparse.Namespace) -> int:
     for name, options in plan.items():
         if not args.json:
             print(f"{name}: {options.get('chatModel') or 'the shipped model'}", flush=True)
-        systems[name] = asyncio.run(run_system(cases, options, args.backend, quiet=args.json))
+        systems[name] = asyncio.run(
+            run_system(cases, options, args.backend, quiet=args.json, stream_asks=not args.no_stream)
+        )
         load.append(os.getloadavg()[0])
     figures = summarize(cases, systems)
-    figures["meta"] = {"chat_model": chat_model, "cases": len(cases), "load_1min": load, "options": common}
+    figures["meta"] = {"chat_model": chat_model, "cases": len(cases), "load_1min": load, "options": common,
+                       "streamed": not args.no_stream}  # fmt: skip
     if args.json:
         print(json.dumps({"figures": figures, "answers": {k: v["answers"] for k, v in systems.items()}}, indent=1))
         return 0
@@ -233,10 +265,12 @@ def run(args: argparse.Namespace) -> int:
             f"{k} {f[k]['hold']}/{f[k]['of']} [{f[k]['interval'][0]:.0%}–{f[k]['interval'][1]:.0%}]"
             for k in [*sorted({c["kind"] for c in cases}), "all"]
         )
-        ft, whole = f["ask_first_token_ms"], f["ask_answer_ms"]
+        ft, fc, whole = f["ask_first_token_ms"], f["ask_first_chunk_ms"], f["ask_answer_ms"]
         print(f"{name:10s} {kinds_text}")
         print(f"{'':10s} ask first token p50 {ft['p50']} ms p95 {ft['p95']} ms (n={ft['n']}); "
               f"whole answer p50 {whole['p50']} ms p95 {whole['p95']} ms; ready after {f['ready_s']} s")  # fmt: skip
+        print(f"{'':10s} ask first streamed chunk p50 {fc['p50']} ms p90 {fc['p90']} ms (n={fc['n']}; "
+              f"{fc['chunks_p50']} chunks an answer p50; deltas joined = the answer in {fc['stream_ok']})")  # fmt: skip
         print(f"{'':10s} {f['engine']}")
     if "difference" in figures:
         d = figures["difference"]

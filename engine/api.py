@@ -72,6 +72,11 @@ class ChatRequest:
     max_new_tokens: int = 256
     temperature: float = 0.0
     time_budget_s: float | None = None
+    # Called with each piece of the reply's text as it is written, on the thread that runs the call (the server
+    # streams it: waferline/ask with a partialResultToken, server/features/ask_stream.py). The pieces joined are a
+    # prefix of the Completion's `text` (what is held back, a character's unfinished bytes, comes only there). It
+    # must return at once and never raise. An engine that cannot stream may ignore it: the reply then comes whole.
+    on_text: Callable[[str], None] | None = None
 
 
 @dataclass

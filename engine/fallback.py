@@ -20,6 +20,7 @@ engine allows (one call at a time, from whichever thread).
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 import time
@@ -137,14 +138,23 @@ class FallbackEngine:
         return self._serve("chat", request, should_cancel)
 
     def _serve(self, method: str, request: EditRequest | ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        """`complete` or `chat` by the primary while it answers, else (or when it fails now) by the fallback."""
+        """`complete` or `chat` by the primary while it answers, else (or when it fails now) by the fallback. A chat
+        reply the primary had begun to stream when it failed is not streamed again by the fallback (what was streamed
+        cannot be taken back): its reply comes whole."""
         if (primary := self._primary_for(request)) is not None:
+            asked: EditRequest | ChatRequest = request
+            streamed = None
+            if isinstance(request, ChatRequest) and request.on_text is not None:
+                streamed = _Streamed(request.on_text)
+                asked = dataclasses.replace(request, on_text=streamed)
             try:
-                completion: Completion = getattr(primary, method)(request, should_cancel)
+                completion: Completion = getattr(primary, method)(asked, should_cancel)
                 self.down_reason = None
                 return completion
             except EngineUnavailable as e:
                 self._went_down(e)
+            if isinstance(request, ChatRequest) and streamed is not None and streamed.any:
+                request = dataclasses.replace(request, on_text=None)
         return self._fallback(getattr(self._local(), method)(request, should_cancel))
 
     def _local(self) -> Engine:
@@ -205,3 +215,14 @@ class FallbackEngine:
             primary = self.primary
         if primary is not None and hasattr(primary, "close"):
             primary.close()
+
+
+class _Streamed:
+    """A chat request's `on_text`, noting whether any text went through it."""
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self.on_text, self.any = on_text, False
+
+    def __call__(self, piece: str) -> None:
+        self.any = True
+        self.on_text(piece)

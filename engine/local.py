@@ -255,10 +255,16 @@ class LocalEngine:
         room = session.max_tokens - request.max_new_tokens
         ids = chat_prompt_ids(lm.tokenizer, self.chat_template, request.messages, room)
         stops = (*lm.special.stop_ids, *sorted(lm.tokenizer.control_ids))  # any control token ends a reply
+        on_text = request.on_text
+
+        def streamed(_token: int, delta: str) -> None:
+            if delta and on_text is not None:
+                on_text(delta)
+
         result = generate(
             session, ids, max_new_tokens=request.max_new_tokens, temperature=request.temperature,
             stop_token_ids=stops, tokenizer=lm.tokenizer, time_budget_s=request.time_budget_s,
-            should_cancel=should_cancel, drafter=self._drafter(ids, ""),
+            should_cancel=should_cancel, drafter=self._drafter(ids, ""), on_token=streamed if on_text else None,
         )  # fmt: skip
         return _completion(result)
 

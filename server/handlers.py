@@ -16,6 +16,7 @@ from waferline.server.app import ACCEPT_COMMAND, WaferlineServer
 from waferline.server.document import Document
 from waferline.server.features.actions import lsp as actions
 from waferline.server.features.ask import ASK_COMMAND, ASK_METHOD, ask
+from waferline.server.features.ask_stream import partial_result_token
 from waferline.server.features.hover import hover as hover_at
 from waferline.server.features.inline import Suggestion, advance
 from waferline.server.features.next_edit import lsp as next_edit
@@ -116,7 +117,7 @@ def create_server(
 
     @server.feature(ASK_METHOD)
     async def ask_request(ls: WaferlineServer, params: Any) -> dict[str, Any]:
-        return await ask(ls, params)
+        return await ask(ls, params, partial_result_token=partial_result_token(params))
 
     @server.command(ASK_COMMAND)
     async def ask_command(ls: WaferlineServer, *args: Any) -> dict[str, Any]:

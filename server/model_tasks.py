@@ -57,12 +57,17 @@ async def infill(
     return await (worker.precompute(request) if idle else worker.complete(request))
 
 
-async def chat(worker: Worker, key: str, messages: list[dict[str, str]], budget: Budget) -> Completion | None:
+async def chat(
+    worker: Worker, key: str, messages: list[dict[str, str]], budget: Budget, *,
+    on_text: Callable[[str], None] | None = None,
+) -> Completion | None:  # fmt: skip
     """Generate the assistant's reply to `messages`; None when superseded or cancelled, ValueError
-    (engine.api.ChatUnsupported) without a chat template. Runs in the KV session `key`."""
+    (engine.api.ChatUnsupported) without a chat template. Runs in the KV session `key`. `on_text` is given the
+    reply's text as it is written, on the engine's thread (engine/api.py `ChatRequest.on_text`), reasoning included:
+    the caller leaves out what `without_reasoning` would."""
     request = ChatRequest(
         session_id=key, messages=messages, max_new_tokens=budget.max_new_tokens, temperature=budget.temperature,
-        time_budget_s=budget.time_budget_s,
+        time_budget_s=budget.time_budget_s, on_text=on_text,
     )  # fmt: skip
     completion = await worker.chat(request)
     if completion is None:

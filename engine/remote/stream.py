@@ -42,6 +42,7 @@ async def follow(
     """Read `events` into a Completion; see the module docstring. A stream that ends without its last event is a
     RemoteError: the answer is not known to be whole."""
     should_stop = request.should_stop if isinstance(request, EditRequest) else None
+    on_text = request.on_text if isinstance(request, ChatRequest) else None  # a chat reply streamed on
     t0 = time.perf_counter()
     deadline = None if request.time_budget_s is None else t0 + request.time_budget_s
     text, logprobs, stop_reason = "", [], "cancelled"
@@ -52,6 +53,8 @@ async def follow(
         piece = parse(event)
         first_at = first_at or time.perf_counter()
         text += piece.text
+        if on_text is not None and piece.text:
+            on_text(piece.text)
         logprobs += piece.logprobs
         for name in ("cached_tokens", "prompt_tokens", "new_tokens"):
             if getattr(piece, name) is not None:

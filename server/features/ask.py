@@ -11,7 +11,8 @@ Request params: `{question: string, textDocument?: {uri}, position?: Position}` 
 or the question string as its one argument). The name under `position` is looked up as if the question quoted it.
 Result: `{question, markdown, answer, generated, model, evidence: [{kind, title, uri, range, text}], status}`, and
 with a generated answer `timings` (`queue_ms`, `prefill_ms`, `first_token_ms`, `decode_ms`, `new_tokens`,
-`prompt_tokens`: the engine's figures for it; the answer comes whole, not streamed).
+`prompt_tokens`: the engine's figures for it). With a `partialResultToken` in the request, the answer is also
+streamed as the model writes it, as `$/progress` deltas on that token (features/ask_stream.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from waferline.engine.api import Completion
+from waferline.server.features.ask_stream import PROGRESS_METHOD, AnswerStream
 from waferline.server.features.hover import word_at
 from waferline.server.model_tasks import ASK_KEY, Budget, chat
 from waferline.server.params import field, position
@@ -103,7 +105,8 @@ def _evidence_json(evidence: list[Evidence]) -> list[dict[str, Any]]:
     return out
 
 
-async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
+async def ask(ls: WaferlineServer, params: Any, *, partial_result_token: int | str | None = None) -> dict[str, Any]:
+    """The result (see the module docstring); with `partial_result_token`, the answer streamed on it as written."""
     question, uri, position = parse_params(params)
     path = uri_to_path(uri) if uri is not None else None
     lookup = question
@@ -140,15 +143,29 @@ async def ask(ls: WaferlineServer, params: Any) -> dict[str, Any]:
         return result
     user = f"Evidence:\n\n{evidence_prompt(evidence, root)}\n\nQuestion: {question}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+    stream = None
+    if partial_result_token is not None:
+        token = partial_result_token
+
+        def send(value: dict[str, str]) -> None:
+            ls.protocol.notify(PROGRESS_METHOD, types.ProgressParams(token=token, value=value))
+
+        stream = AnswerStream(send, lambda text: ground_answer(text, evidence, root))
     try:
         budget = Budget(ls.options.ask_max_tokens, ls.options.ask_time_budget_ms / 1000.0)
-        completion = await chat(ls.worker, ASK_KEY, messages, budget)
+        on_text = stream.on_text if stream is not None else None
+        completion = await chat(ls.worker, ASK_KEY, messages, budget, on_text=on_text)
+        answer = ground_answer(completion.text, evidence, root) if completion is not None else ""
+        if stream is not None:
+            stream.finish(answer)  # the last delta, before the response
     except ValueError as e:
         result["markdown"] = f"{note}No generated answer ({e}). The evidence:\n\n{evidence_md}"
         return result
+    finally:  # cancelled, refused or done: no delta after the response
+        if stream is not None:
+            stream.close()
     if completion is not None:
         result["timings"] = answer_timings(completion)
-    answer = ground_answer(completion.text, evidence, root) if completion is not None else ""
     if not answer:
         why = "superseded by a newer question" if completion is None else "the model wrote nothing"
         result["markdown"] = f"{note}No generated answer ({why}). The evidence:\n\n{evidence_md}"

@@ -280,7 +280,10 @@ def test_ask_opens_a_floating_window_with_the_answer(tmp_path: Path) -> None:
     try:
         nvim.command("WaferlineAsk what does add return?")
         text = wait_for(lambda: floating_text(nvim), 30, "the :WaferlineAsk floating window")
-        assert "what does add return?" in text, text
+        assert text.startswith("*Generated answer (being written…)*") and "The test double" in text, "streamed"
+        assert "# Answer" not in text, "the whole result comes after the deltas"
+        text = wait_for(lambda: (t := floating_text(nvim)) and "# Answer" in t and t, 30, "the whole answer")
+        assert "what does add return?" in text and "being written" not in text, text
         float_ft = nvim.lua("""
           for _, w in ipairs(vim.api.nvim_list_wins()) do
             if vim.api.nvim_win_get_config(w).relative ~= '' then

@@ -10,7 +10,7 @@ import time
 
 from fixed_engine import FixedEngine  # tests/support (on sys.path: tests/conftest.py)
 
-from waferline.engine.api import ENGINE_LANE, Completion, EditRequest, EngineInfo, EngineUnavailable
+from waferline.engine.api import ENGINE_LANE, ChatRequest, Completion, EditRequest, EngineInfo, EngineUnavailable
 from waferline.engine.fallback import FallbackEngine
 
 
@@ -144,3 +144,23 @@ def test_down_at_start_without_a_fallback_fails_each_request_until_it_is_reached
     assert engine.complete(request(), lambda: False).text == "remote"
     assert engine.describe().description == "remote model" and engine.lane(request(), "k") == "remote k"
     engine.drop_session("file:///a.py")  # no fallback to drop it from
+
+
+def test_a_reply_the_remote_engine_began_to_stream_is_not_streamed_again_by_the_fallback() -> None:
+    class Failing(Remote):
+        def chat(self, request: ChatRequest, should_cancel: object) -> Completion:
+            assert request.on_text is not None
+            request.on_text("half an ans")
+            raise EngineUnavailable("http://remote/v1/chat/completions: the connection was cut")
+
+        def describe(self) -> EngineInfo:
+            return EngineInfo("remote model", can_chat=True)
+
+    pieces: list[str] = []
+    engine = FallbackEngine(Failing(), FixedEngine("local answer", chat=True), check_s=3600.0)
+    ask = ChatRequest(session_id="waferline/ask", messages=[{"role": "user", "content": "q"}], on_text=pieces.append)
+    done = engine.chat(ask, lambda: False)
+    assert done.text == "local answer" and done.unavailable is not None
+    assert pieces == ["half an ans"], "what was streamed is not followed by a second reply: the response has it whole"
+    again = engine.chat(ask, lambda: False)  # the remote engine is down: the local model streams from the start
+    assert again.text == "local answer" and "".join(pieces[1:]) == "local answer"

@@ -63,11 +63,13 @@ def test_ollama_chat_reads_the_message_pieces() -> None:
               ("POST", "/api/chat"): Reply(chunks=lines, content_type="application/x-ndjson")}  # fmt: skip
     with fake_server(routes) as fake:  # type: ignore[arg-type]
         engine = RemoteEngine("ollama", fake.url, model="m", chat=True)
+        pieces: list[str] = []
         try:
-            done = engine.chat(chat_request(), lambda: False)
+            done = engine.chat(chat_request(on_text=pieces.append), lambda: False)
         finally:
             engine.close()
     assert (done.text, done.prefilled_tokens, done.new_tokens) == ("four", 30, 2)
+    assert pieces == ["fo", "ur"], "each piece passed on as it came (a streamed ask)"
     body = fake.seen[-1].body
     assert body is not None and body["messages"] == MESSAGES and "raw" not in body  # Ollama applies its template
 

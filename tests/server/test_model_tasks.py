@@ -81,6 +81,10 @@ def test_chat_runs_on_the_worker(chat_dir: Path) -> None:
         messages = [{"role": "user", "content": "What does apply_tax do?"}]
         done = await chat(worker, "waferline/ask", messages, Budget(6, 30.0))
         assert done is not None and 0 < done.new_tokens <= 6 and done.prompt_tokens > 5
+        pieces: list[str] = []  # streamed from the engine's thread as the reply is written (ask_stream.py)
+        streamed = await chat(worker, "waferline/ask", messages, Budget(6, 30.0), on_text=pieces.append)
+        assert streamed is not None and streamed.text == done.text, "streaming changes nothing of the reply"
+        assert pieces and "".join(pieces) and done.text.startswith("".join(pieces)), pieces
         await worker.load(lambda: FixedEngine("x"))
         assert not worker.can_chat(), "the test double is a completion-only model"
         with pytest.raises(ValueError, match="no chat template"):

@@ -4,9 +4,11 @@ Protocol tests use it so that what they assert does not depend on what a random 
 model in what the protocol can observe: it runs on the engine thread, honours the syntax stop rule, checks for
 cancellation between tokens (sleeping `token_delay_s` per token so tests can supersede it), and counts prompt
 characters as tokens with longest-common-prefix reuse per session, as a KV cache would. It is a completion-only
-model: `chat` raises ChatUnsupported. `warm` records the prompt as a cache would (the next request reuses it), and
-the last warm-ups' requests are kept in `warmed` (and the last complete()s' in `requests`), for tests to check what
-the server sent.
+model: `chat` raises ChatUnsupported — unless made with `chat=True`, when it also follows instructions: its reply is
+the fixed text, written one character per token (each given to the request's `on_text` as it is written, as a
+streaming engine does), with the same delay and cancellation. `warm` records the prompt as a cache would (the next
+request reuses it), and the last warm-ups' requests are kept in `warmed` (and the last complete()s' in `requests`),
+for tests to check what the server sent.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ KEPT = 64
 
 
 class FixedEngine:
-    def __init__(self, text: str, token_delay_s: float = 0.0) -> None:
+    def __init__(self, text: str, token_delay_s: float = 0.0, *, chat: bool = False) -> None:
         self.text = text
         self.token_delay_s = token_delay_s
+        self.chats = chat
         self._prompts: dict[str, str] = {}
         # the last warm-ups' and complete()s' requests, in order: only the last few, so that a long run of the double
         # (`waferline bench-load --fixed`) measures the server's memory, not this record's
@@ -38,7 +41,8 @@ class FixedEngine:
         self.requests: deque[EditRequest] = deque(maxlen=KEPT)
 
     def describe(self) -> EngineInfo:
-        return EngineInfo(description=f"test double (fixed completion {self.text!r})", can_chat=False, can_warm=True)
+        return EngineInfo(description=f"test double (fixed completion {self.text!r})", can_chat=self.chats,
+                          can_warm=True)  # fmt: skip
 
     def _reuse(self, request: EditRequest) -> tuple[str, int]:
         """The prompt as characters, and how many of them the session held (longest common prefix)."""
@@ -64,7 +68,20 @@ class FixedEngine:
         return None  # no context limit: the plan's default window
 
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
-        raise ChatUnsupported("the test double has no chat template")
+        if not self.chats:
+            raise ChatUnsupported("the test double has no chat template")
+        t0 = time.perf_counter()
+        out, reason = "", "max_tokens" if len(self.text) > request.max_new_tokens else "stop_token"
+        for ch in self.text[: request.max_new_tokens]:
+            if should_cancel():
+                reason = "cancelled"
+                break
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            out += ch
+            if request.on_text is not None:
+                request.on_text(ch)
+        return Completion(text=out, stop_reason=reason, new_tokens=len(out), decode_s=time.perf_counter() - t0)
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
         t0 = time.perf_counter()

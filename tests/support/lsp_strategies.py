@@ -217,7 +217,10 @@ def _draw_step(draw: Any, s: Session, enabled: frozenset[str]) -> None:
         pos, ok = draw_position(draw, doc)
         question = draw(st.sampled_from(["what is f?", "", None, 5, "😀\ud800"]))
         params = {"question": question, "textDocument": td, "position": pos}
-        good = isinstance(question, str) and question.strip() != ""
+        token = draw(st.sampled_from([None, "ask-1", 7, True, {"id": 1}]))  # LSP's partialResultToken, or not one
+        if token is not None:
+            params["partialResultToken"] = token
+        good = isinstance(question, str) and question.strip() != "" and (token is None or token in ("ask-1", 7))
         s.steps.append(_request("waferline/ask", params, "result" if good and ok else "any"))
     elif kind == "document":
         params = {"uri": draw(st.sampled_from([uri(slot), 5, None])), "includeText": draw(st.booleans())}

@@ -1,6 +1,8 @@
 """`waferline serve` whose engine is the test double (fixed_engine.py), for protocol tests — not the product.
 
-    python tests/support/serve_fixed.py --text TEXT [--token-delay-ms MS] [any argument of `waferline serve`]
+    python tests/support/serve_fixed.py --text TEXT [--token-delay-ms MS] [--chat] [any argument of `waferline serve`]
+
+With `--chat` the double also follows instructions (its reply to any chat is the text, streamed: fixed_engine.py).
 
 Everything but the engine is the real server (the same features, options, worker and job queue), started the way
 `waferline serve` starts it; the double stands in for the default model, so a `model` setting still loads that model
@@ -34,13 +36,13 @@ FAIL = "waferlineTest/fail"  # a request whose handler raises: what an internal 
 class Double:
     """What the double writes: one per server, read each time the engine is (re)built."""
 
-    def __init__(self, text: str, token_delay_ms: float) -> None:
-        self.text, self.token_delay_ms = text, token_delay_ms
+    def __init__(self, text: str, token_delay_ms: float, chat: bool = False) -> None:
+        self.text, self.token_delay_ms, self.chat = text, token_delay_ms, chat
 
     def engine(self, options: Options) -> Engine:
         if options.model is not None:
             return build_engine(options)
-        return FixedEngine(self.text, self.token_delay_ms / 1000.0)
+        return FixedEngine(self.text, self.token_delay_ms / 1000.0, chat=self.chat)
 
     def server(self, defaults: Options) -> WaferlineServer:
         server = create_server(defaults, engine_factory=self.engine)
@@ -67,8 +69,9 @@ def main() -> int:
     serve_cli.add_arguments(parser)
     parser.add_argument("--text", required=True, help="what the test double writes, one character per token")
     parser.add_argument("--token-delay-ms", type=float, default=0.0, help="the double's delay per character")
+    parser.add_argument("--chat", action="store_true", help="the double also chats: its reply is the text")
     args = parser.parse_args()
-    return serve_cli.run(args, make_server=Double(args.text, args.token_delay_ms).server)
+    return serve_cli.run(args, make_server=Double(args.text, args.token_delay_ms, args.chat).server)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 // The palette commands: enable/disable completions, ask a question about the repository, show statistics,
-// restart the server. Answers and statistics open as Markdown previews of a read-only virtual document.
+// restart the server. Answers and statistics open as Markdown previews of a read-only virtual document; an answer
+// the model writes is previewed as it comes (the ask's partialResultToken), then replaced by the whole result.
 import * as vscode from 'vscode';
+import { ProgressType } from 'vscode-languageclient/node';
 import { ASK_REQUEST, type WaferlineClient } from './client';
-import { markdownOf, statsMarkdown, withoutFileLinks } from './markdown';
+import { deltaOf, markdownOf, statsMarkdown, streamingMarkdown, withoutFileLinks } from './markdown';
 import { setCompletionsEnabled } from './settings';
 
 const SCHEME = 'waferline';
@@ -54,14 +56,31 @@ export function registerCommands(context: vscode.ExtensionContext, waferline: Wa
       params.textDocument = { uri: editor.document.uri.toString() };
       params.position = { line: editor.selection.active.line, character: editor.selection.active.character };
     }
+    question += 1;
+    const name = `answer-${question}`;
+    const partialResultToken = `waferline-ask-${question}`;
+    params.partialResultToken = partialResultToken;
+    let streamed = '';
+    let opened = false;
+    const deltas = client.onProgress(new ProgressType<unknown>(), partialResultToken, (value) => {
+      const delta = deltaOf(value);
+      if (delta === undefined) {
+        return;
+      }
+      streamed += delta;
+      const uri = documents.set(name, streamingMarkdown(text.trim(), streamed)); // an open preview follows it
+      if (!opened) {
+        opened = true;
+        void preview(uri);
+      }
+    });
     try {
       const result = await vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title: 'waferline: thinking…', cancellable: true },
         (_progress, token) => client.sendRequest(ASK_REQUEST, params, token),
       );
-      question += 1;
       const body = `> ${text.trim()}\n\n${withoutFileLinks(markdownOf(result))}\n`;
-      await preview(documents.set(`answer-${question}`, body));
+      await preview(documents.set(name, body));
     } catch (e) {
       const code = (e as { code?: number }).code;
       if (code === -32601) {
@@ -71,6 +90,8 @@ export function registerCommands(context: vscode.ExtensionContext, waferline: Wa
       } else {
         void vscode.window.showErrorMessage(`waferline: the question failed: ${e instanceof Error ? e.message : String(e)}`);
       }
+    } finally {
+      deltas.dispose();
     }
   };
   waferline.askHandler = ask;

@@ -29,6 +29,20 @@ export function withoutFileLinks(markdown: string): string {
   return markdown.replace(/\[([^\]\n]+)\]\(file:\/\/[^)\s]+\)/g, '`$1`');
 }
 
+/** The header over an answer still being written (the server's `$/progress` deltas on the ask's token). */
+export const STREAMING = '*Generated answer (being written…)*';
+
+/** The preview of an answer while it streams: the question, the header and the text so far. */
+export function streamingMarkdown(question: string, streamed: string): string {
+  return `> ${question}\n\n${STREAMING}\n\n${withoutFileLinks(streamed)}\n`;
+}
+
+/** The text of an ask's `$/progress` value (`{delta: string}`), or undefined when it is not one. */
+export function deltaOf(value: unknown): string | undefined {
+  const delta = value && typeof value === 'object' ? (value as { delta?: unknown }).delta : undefined;
+  return typeof delta === 'string' ? delta : undefined;
+}
+
 export function statsMarkdown(stats: Record<string, unknown>): string {
   const rows = Object.keys(stats)
     .sort()

@@ -9,6 +9,7 @@ typed, so that a test can tell which answer it should see. Run: python double_se
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from typing import Any
@@ -100,9 +101,19 @@ def stats(ls: LanguageServer, params: Any) -> dict[str, Any]:
 
 
 @server.feature("waferline/ask")
-def ask(ls: LanguageServer, params: Any) -> dict[str, Any]:
+async def ask(ls: LanguageServer, params: Any) -> dict[str, Any]:
+    """The question quoted; with a `partialResultToken`, the answer streamed first as the real server does ($/progress
+    `{"delta"}` values), a second apart so that a test sees it being written."""
     question = getattr(params, "question", None) or (params.get("question") if isinstance(params, dict) else "")
-    return {"markdown": f"# Answer\n\nThe test double was asked: *{question}*\n\n- `sample.py:1` defines `add`"}
+    token = getattr(params, "partialResultToken", None) or (
+        params.get("partialResultToken") if isinstance(params, dict) else None
+    )
+    answer = f"The test double was asked: *{question}*"
+    if token is not None:
+        for delta in ("The test double ", answer.removeprefix("The test double ")):
+            ls.protocol.notify(types.PROGRESS, types.ProgressParams(token=token, value={"delta": delta}))
+            await asyncio.sleep(1.0)
+    return {"markdown": f"# Answer\n\n{answer}\n\n- `sample.py:1` defines `add`", "answer": answer}
 
 
 @server.feature("waferlineTest/engineState")

@@ -1,7 +1,27 @@
 -- :WaferlineAsk {question}: send `waferline/ask` to the server and show its Markdown answer in a floating window.
+-- The request carries a `partialResultToken`, so a generated answer is shown as the model writes it (the server's
+-- `$/progress` deltas, server.lua routes them here), then replaced by the whole result with its evidence.
 local server = require('waferline.server')
 
 local M = {}
+
+local streams = {} -- partialResultToken -> function(delta) of the asks still waiting for their answer
+local asked = 0
+M.STREAMING = '*Generated answer (being written…)*'
+
+--- A `$/progress` notification: true when it was a delta of an ask's answer (shown), false when it is not ours.
+---@param params any
+---@return boolean
+function M.on_progress(params)
+  local on_delta = type(params) == 'table' and streams[params.token] or nil
+  if not on_delta then
+    return false
+  end
+  if type(params.value) == 'table' and type(params.value.delta) == 'string' then
+    on_delta(params.value.delta)
+  end
+  return true
+end
 
 --- The Markdown text of an answer, whatever shape the server gave it (a string, MarkupContent, or an object with
 --- `answer`/`markdown`/`contents`).
@@ -62,8 +82,17 @@ function M.ask(question, opts)
     params.textDocument = pos.textDocument
     params.position = pos.position
   end
+  asked = asked + 1
+  local token = 'waferline-ask-' .. asked
+  params.partialResultToken = token
+  local streamed = ''
+  streams[token] = function(delta)
+    streamed = streamed .. delta
+    M.show(M.STREAMING .. '\n\n' .. streamed, opts)
+  end
   vim.api.nvim_echo({ { '[waferline] asking…' } }, false, {}) -- not kept in :messages
   server.request(client, 'waferline/ask', params, function(err, result)
+    streams[token] = nil
     vim.api.nvim_echo({ { '' } }, false, {}) -- clear "asking…"
     if err then
       if err.code == -32601 then -- MethodNotFound

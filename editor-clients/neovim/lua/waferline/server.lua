@@ -60,10 +60,20 @@ end
 local warned = false
 
 --- Notifications from the server: `waferline/engineState` (loaded, a remote engine down or back) feeds the
---- statusline and :WaferlineStatus.
+--- statusline and :WaferlineStatus; `$/progress` on an ask's partialResultToken is its answer being written
+--- (ask.lua), any other goes to Neovim's own handler (the indexing's work-done progress).
 local handlers = {
   ['waferline/engineState'] = function(_, result)
     require('waferline.stats').set_engine(result)
+  end,
+  ['$/progress'] = function(err, result, ctx, config)
+    if require('waferline.ask').on_progress(result) then
+      return
+    end
+    local default = vim.lsp.handlers['$/progress']
+    if default then
+      return default(err, result, ctx, config)
+    end
   end,
 }
 
