@@ -112,7 +112,8 @@ async def ask(ls: WaferlineServer, params: Any, *, partial_result_token: int | s
     lookup = question
     if uri is not None and position is not None:
         doc, offset = ls.document_at(uri, position)
-        if (word := word_at(doc.snapshot(), offset)) is not None:
+        # out of sync, the word at the position would be read from a wrong text: the question alone is asked
+        if doc.out_of_sync is None and (word := word_at(doc.snapshot(), offset)) is not None:
             lookup = f"`{word.name}` {question}"  # the name at the cursor is what "this" means
     index = ls.indexing.index_for(path)
     indexes = [index] if index is not None else list(ls.indexing.indexes.values())

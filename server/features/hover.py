@@ -177,6 +177,8 @@ async def generate_summary(ls: WaferlineServer, cache: SummaryCache, index: Work
 
 async def hover(ls: WaferlineServer, cache: SummaryCache, params: types.HoverParams) -> types.Hover | None:
     doc, offset = ls.document_at(params.text_document.uri, params.position)
+    if doc.out_of_sync is not None:  # the word at the position is read from a text known to be wrong
+        return None
     word = word_at(doc.snapshot(), offset)
     path = uri_to_path(doc.uri)
     index = ls.indexing.index_for(path)

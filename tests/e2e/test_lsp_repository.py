@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_support import as_dict
+from lsp_support import as_dict, document_state
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
@@ -83,6 +83,29 @@ async def test_hover_shows_the_cross_file_definition_usages_and_call_sites(tmp_p
         pricing_uri = open_file(c, pricing_path)
         in_docstring = position_of(pricing_path.read_text(), "baskets and tax", 2)
         assert await hover(c, pricing_uri, in_docstring) is None, "inside a docstring: no hover"
+
+
+async def test_no_hover_and_no_word_for_ask_on_a_document_out_of_sync(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path)
+    async with repo_session(root, tmp_path / "cache", {"hoverSummary": False}, fixed_text="x") as c:
+        await wait_indexed(c)
+        path = root / "shop" / "checkout.py"
+        uri = open_file(c, path)
+        at = position_of(path.read_text(), "apply_tax(amount)", 3)
+        assert await hover(c, uri, at) is not None, "in sync: the hover answers"
+        params = {"question": "what does this do?", "textDocument": {"uri": uri},
+                  "position": {"line": at.line, "character": at.character}}  # fmt: skip
+        assert any("apply_tax" in e["title"] for e in (await ask(c, params))["evidence"]), "the word at the cursor"
+        far = types.Position(line=999, character=0)  # a change that cannot apply: the text is now known to be wrong
+        c.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=far, end=far), text="x")],
+        ))  # fmt: skip
+        assert (await document_state(c, uri))["inSync"] is False
+        assert await hover(c, uri, at) is None
+        asked = await ask(c, params)  # answered, with the question alone: no word read from the wrong text
+        assert asked["question"] == "what does this do?"
+        assert not any("apply_tax" in e["title"] for e in asked["evidence"])
 
 
 async def test_generated_summary_is_marked_and_cached(tmp_path: Path) -> None:
