@@ -4,11 +4,13 @@ and licence are those of benchmarks/nes_packages.txt; and the generator's own st
 
 from __future__ import annotations
 
+import io
 import random
 import re
+import tarfile
 from pathlib import Path
 
-from waferline.benchmarks.nes_cases_ts import file_cases, package_list
+from waferline.benchmarks.nes_cases_ts import file_cases, package_list, source_files
 from waferline.benchmarks.nes_eval import DATA, after_user, intended, read_cases
 
 LISTING = Path(__file__).resolve().parents[2] / "benchmarks" / "nes_packages.txt"
@@ -67,3 +69,20 @@ def test_file_cases_skip_a_location_whose_text_is_not_the_name() -> None:
     text = "function f(a) {\n  return b;\n}\n"
     wrong = {"kind": "parameter", "name": "a", "start": text.index("a)"), "locations": [text.index("b;")]}
     assert file_cases(text, [wrong], "ts", random.Random(0)) == []
+
+
+def test_source_files_keep_the_listed_sources_only(tmp_path: Path) -> None:
+    body = "function f(a) {\n  return a;\n}\n" * 30
+    members = {"package/lib/a.js": body, "package/lib/b.d.ts": body, "package/lib/c.min.js": body,
+               "package/lib/test/d.js": body, "package/src/e.ts": body, "package/index.js": body,
+               "package/lib/small.js": "x", "package/lib/crlf.js": body.replace("\n", "\r\n")}  # fmt: skip
+    tarball = tmp_path / "p-1.0.0.tgz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    found = source_files(tarball, ["lib/", "index.js"], tmp_path / "out")
+    assert [name for name, _ in found] == ["index.js", "lib/a.js"]
+    assert all(f.read_text(encoding="utf-8") == body for _, f in found)
