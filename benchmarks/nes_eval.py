@@ -1,6 +1,7 @@
 """`waferline eval-nes`: next-edit suggestions replayed through the real server, against two baselines.
 
-Each case (benchmarks/data/nes/, written by benchmarks/nes_cases.py from real code) is opened in `waferline serve`,
+Each case (benchmarks/data/nes/, written from real code by benchmarks/nes_cases.py, and for JavaScript and TypeScript
+by benchmarks/nes_cases_ts.py) is opened in `waferline serve` (in its language),
 the user's edits are sent as an editor sends them (a structural case's rename as the old name selected and the new
 one typed over it, key by key; a commit's hunks one change each), and `textDocument/copilotInlineEdit` is asked at
 the end of the last edit, as a client asks after a pause in typing:
@@ -14,7 +15,8 @@ the end of the last edit, as a client asks after a pause in typing:
 
 Latency is the client's, request sent to answer received. Baselines on the same cases: "no edit" (always silent)
 and "repeat the last substitution" (the user's last edit, widened to whole words, made again at the next
-occurrence of its old text; for a structural case, at every one). Structural and commit cases are reported apart.
+occurrence of its old text; for a structural case, at every one). Python structural, JS/TS structural and commit
+cases are reported apart.
 """
 
 from __future__ import annotations
@@ -32,15 +34,18 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data" / "nes"
-KINDS = ("structural", "model")
-FILES = {"structural": "structural.jsonl.gz", "model": "commits.jsonl.gz"}
+KINDS = ("structural", "structural-js", "model")
+FILES = {"structural": "structural.jsonl.gz", "structural-js": "structural-js.jsonl.gz", "model": "commits.jsonl.gz"}
 MAX_STEPS = 200  # suggestions accepted in one structural case at most
 PARTS = ("all", "kept-aside", "choose")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cases", type=Path, default=DATA, help="folder of the case files (default: shipped)")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="structural, model or both (default: both)")
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS),
+        help="structural (Python), structural-js (JavaScript, TypeScript), model; comma-separated (default: all)",
+    )  # fmt: skip
     parser.add_argument("--limit", type=int, default=0, help="at most this many cases of each kind (0: all)")
     parser.add_argument(
         "--part", choices=PARTS, default="all",
@@ -116,11 +121,11 @@ def offset_of(text: str, pos: Any) -> int:
 class Replay:
     """One case's document in the server, kept in step with the client's copy."""
 
-    def __init__(self, client: Any, uri: str, text: str) -> None:
+    def __init__(self, client: Any, uri: str, text: str, language: str = "python") -> None:
         from lsprotocol import types
 
         self.types, self.client, self.uri, self.text, self.version = types, client, uri, text, 1
-        item = types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        item = types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
         client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
 
     def replace(self, start: int, end: int, new: str) -> None:
@@ -163,7 +168,8 @@ class Replay:
 async def replay(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
     from lsprotocol import types
 
-    doc = Replay(client.client, f"file:///nes-eval/{n:05d}/{Path(case['source']['file']).name}", case["before"])
+    uri = f"file:///nes-eval/{n:05d}/{Path(case['source']['file']).name}"
+    doc = Replay(client.client, uri, case["before"], case.get("language", "python"))
     try:
         for e in case["edits"]:
             if case["kind"] == "structural":

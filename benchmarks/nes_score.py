@@ -118,11 +118,20 @@ def model_figures(cases: Sequence[dict[str, Any]], answers: Sequence[dict[str, A
 def summarize(
     cases: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any]], stats: dict[str, Any]
 ) -> dict[str, Any]:
-    structural = [(c, a) for c, a in zip(cases, answers, strict=True) if c["kind"] == "structural"]
-    model = [(c, a) for c, a in zip(cases, answers, strict=True) if c["kind"] == "model"]
+    rows = list(zip(cases, answers, strict=True))
+    structural = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language", "python") == "python"]
+    lexical = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language", "python") != "python"]
+    model = [(c, a) for c, a in rows if c["kind"] == "model"]
     out: dict[str, Any] = {}
     if structural:
         out["structural"] = structural_figures([c for c, _ in structural], [a for _, a in structural])
+    if lexical:  # JavaScript and TypeScript: each language's whole too
+        figures = structural_figures([c for c, _ in lexical], [a for _, a in lexical])
+        total = figures.pop("all")
+        for language in sorted({c["language"] for c, _ in lexical}):
+            one = [(c, a) for c, a in lexical if c["language"] == language]
+            figures[f"all-{language}"] = structural_figures([c for c, _ in one], [a for _, a in one])["all"]
+        out["structural-js"] = {**figures, "all": total}
     if model:
         out["model"] = model_figures([c for c, _ in model], [a for _, a in model])
     inline_edit = stats.get("inlineEdit", {})
@@ -132,12 +141,14 @@ def summarize(
 
 
 def print_table(figures: dict[str, Any]) -> None:
-    if "structural" in figures:
-        print("structural cases (whole file exact after accepting every suggestion)")
-        print(f"  {'category':<26}{'cases':>6}{'exact':>8}{'repeat':>8}{'no edit':>9}{'p50 ms':>8}{'p95 ms':>8}")
-        for category, f in figures["structural"].items():
+    for kind, title in (("structural", "Python"), ("structural-js", "JavaScript and TypeScript")):
+        if kind not in figures:
+            continue
+        print(f"{title} structural cases (whole file exact after accepting every suggestion)")
+        print(f"  {'category':<28}{'cases':>6}{'exact':>8}{'repeat':>8}{'no edit':>9}{'p50 ms':>8}{'p95 ms':>8}")
+        for category, f in figures[kind].items():
             print(
-                f"  {category:<26}{f['cases']:>6}{_fmt(f['whole_file_exact']):>8}{_fmt(f['baseline_repeat_exact']):>8}"
+                f"  {category:<28}{f['cases']:>6}{_fmt(f['whole_file_exact']):>8}{_fmt(f['baseline_repeat_exact']):>8}"
                 f"{_fmt(f['baseline_no_edit_exact']):>9}{_fmt(f['latency_ms_p50']):>8}{_fmt(f['latency_ms_p95']):>8}"
             )
     if "model" in figures:

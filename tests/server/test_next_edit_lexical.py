@@ -147,3 +147,48 @@ def test_go_composite_literal_keys_are_refused() -> None:
     s = Session(text, "go")
     s.edit("f(name", "name", "label")
     assert s.ask() is None, "T{name: name}: the key is a field's name or the variable, not known"
+
+
+@pytest.mark.parametrize("language", ["javascript", "typescript"])
+def test_a_dollar_name_is_one_word_in_javascript(language: str) -> None:
+    # `$` is part of a JavaScript name: renaming the unused `$0` is not the substitution `0` -> `0Obj` on the lines
+    # around it (semver's range.js, an eval-nes case)
+    text = "// 1.2 - 3.4 => >=1.2.0 <3.5.0-0\nconst f = ($0, a) =>\n  a;\n"
+    s = Session(text, language)
+    s.edit("($0", "$0", "$0Obj")
+    assert s.ask() is None
+    used = "const f = ($el, a) =>\n  $el.x + a;\n// $el.x\n"
+    s = Session(used, language)
+    s.edit("($el", "$el", "$node")
+    assert s.follow() == used.replace("($el", "($node").replace("  $el.x", "  $node.x")
+
+
+@pytest.mark.parametrize("language", ["javascript", "typescript"])
+def test_a_shorthand_of_the_name_in_another_function_does_not_refuse_the_rename(language: str) -> None:
+    # another function's `{path}` is another variable's (immer's patches.ts, an eval-nes case); one inside the scope,
+    # even in a nested block, still refuses it
+    text = "function f(path) {\n  return 'at ' + path;\n}\n\nfunction g(path, op) {\n  return {op, path};\n}\n"
+    s = Session(text, language)
+    s.edit("f(path", "path", "where")
+    assert s.follow() == text.replace("f(path", "f(where").replace("+ path", "+ where")
+    nested = "function f(path) {\n  if (path) {\n    return {path};\n  }\n  return path;\n}\n"
+    s = Session(nested, language)
+    s.edit("f(path", "path", "where")
+    assert s.ask() is None
+
+
+@pytest.mark.parametrize("language", ["javascript", "typescript"])
+def test_var_declared_twice_in_a_function_is_one_variable(language: str) -> None:
+    # express's utils.js (an eval-nes case): both `var at` are the function's one variable; a `var` beside a
+    # parameter of the name is still refused
+    text = (
+        "function f(s) {\n  var at = s.indexOf(';');\n  for (;;) {\n    var at = s.indexOf(';', at);\n  }\n"
+        "  return at;\n}\n"
+    )
+    s = Session(text, language)
+    s.edit("var at", "at", "pos")
+    assert s.follow() == text.replace("at =", "pos =").replace("at)", "pos)").replace("return at", "return pos")
+    twice = "function f(at) {\n  var at = 2;\n  return at;\n}\n"
+    s = Session(twice, language)
+    s.edit("var at", "at", "pos")
+    assert s.ask() is None

@@ -5,9 +5,10 @@ name (a parameter, `let`/`const`/`var`, a `function` or `class`, a `catch` or `f
 `:=`, `var`, `const`, `range`, `func`) is found with the scope it declares the name in (a function for parameters
 and JavaScript's `var`, else the block around it, the program at the top), so a rename follows one variable: every
 `identifier` of that name in the scope, except inside a nested scope that declares the name again. A rename is
-refused (exact or not shown) where the name is also spelled in a way a rename of the variable alone cannot follow:
-JavaScript's `{name}` shorthand (the key would change with it), an import or export specifier, a Go composite
-literal's `name:` key (a field or a variable), or a second declaration of the name in the same scope.
+refused (exact or not shown) where the name is also spelled, in the variable's scope, in a way a rename of the
+variable alone cannot follow: JavaScript's `{name}` shorthand (the key would change with it), an import or export
+specifier, a Go composite literal's `name:` key (a field or a variable); or where the name is declared twice in the
+same scope (but JavaScript's `var x` twice in a function: one variable).
 """
 
 from __future__ import annotations
@@ -55,16 +56,22 @@ class Declaration:
     scope: Node  # where the name is declared
 
 
-def declarations(src: Source, rules: Rules, name: str) -> list[Declaration] | None:
-    """Every declaration of `name` in the file, or None when the name is spelled somewhere a rename cannot follow."""
+def declarations(src: Source, rules: Rules, name: str, within: Node | None = None) -> list[Declaration] | None:
+    """Every declaration of `name` in the file, or None when the name is spelled somewhere a rename cannot follow:
+    anywhere in the file, or with `within` (the renamed variable's scope) inside that scope only (a `{name}` in
+    another function is another variable's)."""
     out = []
     for n in walk(src.root):
         if n.type in rules.refused_types and src.node_text(n) == name:
-            return None
+            if within is None or _inside(n, within):
+                return None
+            continue
         if n.type != "identifier" or src.node_text(n) != name:
             continue
         if _refused(n, rules):
-            return None
+            if within is None or _inside(n, within):
+                return None
+            continue
         scope = declared_in(n, rules)
         if scope is not None:
             out.append(Declaration(n, scope))
@@ -170,10 +177,11 @@ def variable_uses(src: Source, rules: Rules, node: Node, name: str) -> list[Node
     """The identifiers that are the same variable as the declared identifier `node` (`name`), in document order;
     None when `node` declares nothing, or the rename would not be exact."""
     scope = declared_in(node, rules)
-    decls = declarations(src, rules, name)
+    decls = declarations(src, rules, name, scope)
     if scope is None or decls is None:
         return None
-    if any(d.scope == scope and d.node != node for d in decls):
+    again = [d.node for d in decls if d.scope == scope and d.node != node]
+    if again and not (rules is JS and all(map(_js_var, [node, *again]))):
         return None  # declared twice in one scope (Go's `x, err :=` again): which one is meant is not clear
     shadowing = [d.scope for d in decls if d.scope != scope and _inside(d.scope, scope)]
     out = []
@@ -181,6 +189,18 @@ def variable_uses(src: Source, rules: Rules, node: Node, name: str) -> list[Node
         if n.type == "identifier" and src.node_text(n) == name and not any(_inside(n, s) for s in shadowing):
             out.append(n)
     return out
+
+
+def _js_var(node: Node) -> bool:
+    """Whether the identifier `node` is declared by a `var` (every `var` of a name in a function is one variable)."""
+    parent = node.parent
+    holder = parent.parent if parent is not None else None
+    return (
+        parent is not None
+        and parent.type == "variable_declarator"
+        and holder is not None
+        and (holder.type == "variable_declaration")
+    )
 
 
 def name_used(src: Source, scope: Node, name: str) -> list[Node]:

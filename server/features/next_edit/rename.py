@@ -28,7 +28,7 @@ from waferline.server.features.next_edit.scopes import (
 from waferline.server.features.next_edit.source import Edit, Source, enclosing
 from waferline.syntax.edit_history import EditEvent
 
-IDENTIFIER = re.compile(r"[^\W\d]\w*\Z")
+IDENTIFIER = re.compile(r"(?:[^\W\d]|\$)[\w$]*\Z")  # `$`: JavaScript's (the node's type says it is a name)
 
 
 @dataclass(frozen=True)

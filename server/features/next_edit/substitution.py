@@ -6,7 +6,9 @@ The fragment is the user's edit widened to whole words on both sides, so `iter` 
 `iteritems` -> `items`; a sibling line is one of the block around the edited line (same indentation, no blank line
 between, at most MAX_DISTANCE lines away) that holds the old fragment as whole words. The nearest sibling below is
 proposed first, then above; after it is accepted the next request proposes the next one. Text only, so any language;
-in Python a fragment that is a bare variable name is left to the rename candidate, which knows its scope.
+in a language whose variables are named (NAMED_VARIABLES) a fragment that is a bare variable name is left to the
+rename candidate, which knows its scope. A word is letters, digits and `_`, and in JavaScript and TypeScript `$`
+too (the unused parameter `$0` renamed `$0Obj` is a rename, not `0` -> `0Obj` on the lines around).
 """
 
 from __future__ import annotations
@@ -21,10 +23,15 @@ from waferline.syntax.edit_history import EditEvent
 NAMED_VARIABLES = ("python", "javascript", "javascriptreact", "typescript", "typescriptreact", "go")
 MAX_DISTANCE = 30  # lines: a substitution further away is a different task
 _WORD = re.compile(r"\w")
+_JS_WORD = re.compile(r"[\w$]")
+DOLLAR_NAMES = ("javascript", "javascriptreact", "typescript", "typescriptreact")
 
 
-def substitution(src: Source, start: int, end: int, event: EditEvent) -> tuple[str, str, int] | None:
-    """(old fragment, new fragment, where the new one starts) of a one-line edit whose new text is `[start, end)`."""
+def substitution(
+    src: Source, start: int, end: int, event: EditEvent, word: re.Pattern[str] = _WORD
+) -> tuple[str, str, int] | None:
+    """(old fragment, new fragment, where the new one starts) of a one-line edit whose new text is `[start, end)`,
+    widened to whole words (a word character: `word`)."""
     text = src.text
     if "\n" in event.old or "\n" in event.new or "\n" in text[start:end]:
         return None
@@ -32,9 +39,9 @@ def substitution(src: Source, start: int, end: int, event: EditEvent) -> tuple[s
     line_end = text.find("\n", end)
     line_end = len(text) if line_end < 0 else line_end
     a, b = start, end
-    while a > line_start and _WORD.match(text[a - 1]):
+    while a > line_start and word.match(text[a - 1]):
         a -= 1
-    while b < line_end and _WORD.match(text[b]):
+    while b < line_end and word.match(text[b]):
         b += 1
     old = text[a:start] + event.old + text[end:b]
     new = text[a:b]
@@ -44,12 +51,13 @@ def substitution(src: Source, start: int, end: int, event: EditEvent) -> tuple[s
 
 
 def substitution_edits(src: Source, language_id: str, start: int, end: int, event: EditEvent) -> Iterator[Edit]:
-    found = substitution(src, start, end, event)
+    word = _JS_WORD if language_id in DOLLAR_NAMES else _WORD
+    found = substitution(src, start, end, event, word)
     if found is None:
         return
     old, new, fragment_at = found
     line_start = src.text.rfind("\n", 0, fragment_at) + 1
-    bare = re.fullmatch(r"[^\W\d]\w*", old) is not None
+    bare = re.fullmatch(r"(?:[^\W\d]|\$)[\w$]*" if word is _JS_WORD else r"[^\W\d]\w*", old) is not None
     if bare and language_id in NAMED_VARIABLES:
         node = src.node_at(start, end)
         if node is not None and (is_name(node) if language_id == "python" else node.type == "identifier"):
@@ -58,8 +66,9 @@ def substitution_edits(src: Source, language_id: str, start: int, end: int, even
     lines = src.text.split("\n")
     here = src.text.count("\n", 0, line_start)
     indent = _indent(lines[here])
-    pattern = re.compile(("" if not _WORD.match(old[0]) else r"(?<!\w)") + re.escape(old) +
-                         ("" if not _WORD.match(old[-1]) else r"(?!\w)"))  # fmt: skip
+    edge = r"\w$" if word is _JS_WORD else r"\w"
+    pattern = re.compile(("" if not word.match(old[0]) else rf"(?<![{edge}])") + re.escape(old) +
+                         ("" if not word.match(old[-1]) else rf"(?![{edge}])"))  # fmt: skip
     starts = [0]
     for ln in lines[:-1]:
         starts.append(starts[-1] + len(ln) + 1)
