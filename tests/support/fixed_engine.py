@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 
 from waferline.engine.api import (
     ENGINE_LANE,
@@ -67,20 +68,35 @@ class FixedEngine:
     def context_chars(self, max_new_tokens: int) -> int | None:
         return None  # no context limit: the plan's default window
 
+    def _write(
+        self,
+        limit: int,
+        should_cancel: ShouldCancel,
+        *,
+        stop: Callable[[str], bool] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> tuple[str, str | None]:
+        """The fixed text up to `limit` characters, one a step (`token_delay_s` each), each passed to `on_text`;
+        with why it ended early ("cancelled", "stop_rule" when `stop` says so), or None when it did not."""
+        out = ""
+        for ch in self.text[:limit]:
+            if should_cancel():
+                return out, "cancelled"
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            out += ch
+            if on_text is not None:
+                on_text(ch)
+            if stop is not None and stop(out):
+                return out, "stop_rule"
+        return out, None
+
     def chat(self, request: ChatRequest, should_cancel: ShouldCancel) -> Completion:
         if not self.chats:
             raise ChatUnsupported("the test double has no chat template")
         t0 = time.perf_counter()
-        out, reason = "", "max_tokens" if len(self.text) > request.max_new_tokens else "stop_token"
-        for ch in self.text[: request.max_new_tokens]:
-            if should_cancel():
-                reason = "cancelled"
-                break
-            if self.token_delay_s:
-                time.sleep(self.token_delay_s)
-            out += ch
-            if request.on_text is not None:
-                request.on_text(ch)
+        out, ended = self._write(request.max_new_tokens, should_cancel, on_text=request.on_text)
+        reason = ended or ("max_tokens" if len(self.text) > request.max_new_tokens else "stop_token")
         return Completion(text=out, stop_reason=reason, new_tokens=len(out), decode_s=time.perf_counter() - t0)
 
     def complete(self, request: EditRequest, should_cancel: ShouldCancel) -> Completion:
@@ -88,20 +104,8 @@ class FixedEngine:
         self.requests.append(request)
         prompt, reused = self._reuse(request)
         t1 = time.perf_counter()
-        out, reason = "", "stop_token"
-        for ch in self.text[: request.max_new_tokens]:
-            if should_cancel():
-                reason = "cancelled"
-                break
-            if self.token_delay_s:
-                time.sleep(self.token_delay_s)
-            out += ch
-            if request.should_stop is not None and request.should_stop(out):
-                reason = "stop_rule"
-                break
-        else:
-            if len(self.text) > request.max_new_tokens:
-                reason = "max_tokens"
+        out, ended = self._write(request.max_new_tokens, should_cancel, stop=request.should_stop)
+        reason = ended or ("max_tokens" if len(self.text) > request.max_new_tokens else "stop_token")
         return Completion(
             text=out,
             stop_reason=reason,
