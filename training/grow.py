@@ -79,8 +79,9 @@ class _Init:
         return torch.randn(*shape, generator=self.gen) * self.eps
 
 
-def _place(big: Tensor, small: Tensor, index: tuple[slice, ...] | None = None) -> Tensor:
-    big[index if index is not None else tuple(slice(0, n) for n in small.shape)] = small
+def _place(big: Tensor, small: Tensor) -> Tensor:
+    """`big` with `small` written into its top-left corner."""
+    big[tuple(slice(0, n) for n in small.shape)] = small
     return big
 
 
