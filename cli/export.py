@@ -16,7 +16,7 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="a model directory (default: the shipped model)")
     parser.add_argument("--out", required=True, type=Path, help="the .gguf file to write")
-    kinds = ("f32", "f16", "q8_0", "q4_0", "q4_1")
+    kinds = ("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")  # engine/gguf/write.py KINDS
     parser.add_argument("--type", default="q8_0", choices=kinds, help="2-D weights as (default: q8_0)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 

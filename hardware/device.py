@@ -33,7 +33,10 @@ class WeightRef:
 
 
 # GGUF block formats a backend may keep as the file stores them: ggml's type number, values and bytes per block
-BLOCK_FORMATS = {"F32": (0, 1, 4), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q8_0": (8, 32, 34)}
+BLOCK_FORMATS = {
+    "F32": (0, 1, 4), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24),
+    "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
+}  # fmt: skip
 
 
 @dataclass(eq=False)

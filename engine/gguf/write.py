@@ -3,8 +3,9 @@
 The file carries what llama.cpp needs to run the model as waferline does: the shape, the tokenizer (vocabulary,
 merges, the pre-tokenizer's name, control tokens), BOS/EOS and the FIM token ids that llama-server's `/infill`
 builds its prompt from, plus `waferline.fim_template` so that waferline reads the same layout back. 2-D weights are
-written as F32, F16, Q8_0, Q4_0 or Q4_1 (the `gguf` package quantises the blocks), norms and biases always as F32, as
-llama.cpp's own converter does. The file appears complete or not at all (written beside the target, then renamed).
+written as F32, F16, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 (the `gguf` package quantises the blocks), norms and biases
+always as F32, as llama.cpp's own converter does. The file appears complete or not at all (written beside the
+target, then renamed).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from waferline.engine.gguf.names import ARCHITECTURES, EXPORT_PRE_TOKENIZERS, gg
 from waferline.engine.gguf.read import CONTROL, FIM_TEMPLATE_KEY
 from waferline.engine.weights import read_json, stream_tensors, weight_shards
 
-KINDS = ("f32", "f16", "q8_0", "q4_0", "q4_1")
+KINDS = ("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
 NORMAL = 1  # gguf.TokenType.NORMAL
 FIM_TOKENS = {  # tokenizer.ggml.<key>_token_id -> the token's text in waferline's and Qwen2.5-Coder's vocabularies
     "fim_pre": "<|fim_prefix|>", "fim_suf": "<|fim_suffix|>", "fim_mid": "<|fim_middle|>",
@@ -37,7 +38,7 @@ FIM_TOKENS = {  # tokenizer.ggml.<key>_token_id -> the token's text in waferline
 
 
 def export_gguf(model_dir: str | Path, out: str | Path, kind: str = "q8_0", *, overwrite: bool = False) -> Path:
-    """Write `model_dir` as the GGUF file `out` with 2-D weights in `kind` (f32, f16 or q8_0)."""
+    """Write `model_dir` as the GGUF file `out` with 2-D weights in `kind` (one of KINDS)."""
     import gguf
 
     model_dir, out = Path(model_dir), Path(out)
@@ -55,10 +56,12 @@ def export_gguf(model_dir: str | Path, out: str | Path, kind: str = "q8_0", *, o
     arch = ARCHITECTURES[args.model_type]
     qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
              "q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0,
-             "q4_1": gguf.GGMLQuantizationType.Q4_1}[kind]  # fmt: skip
+             "q4_1": gguf.GGMLQuantizationType.Q4_1, "q5_0": gguf.GGMLQuantizationType.Q5_0,
+             "q5_1": gguf.GGMLQuantizationType.Q5_1}[kind]  # fmt: skip
     file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
                  "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
-                 "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1}[kind]  # fmt: skip
+                 "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1, "q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
+                 "q5_1": gguf.LlamaFileType.MOSTLY_Q5_1}[kind]  # fmt: skip
 
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)

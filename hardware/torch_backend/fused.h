@@ -3,7 +3,8 @@
  * fused_pool.c      the worker threads that split a step's products between cores, and the read probe
  * fused_linear.c    the matrix products (int8 rows with 8-bit activations, float32) and the quantisation
  * fused_packed.c    the int8 product on packed weights (small models: no reduction across lanes)
- * fused_blocks.c    the products on GGUF block-quantised weights (Q4_0, Q4_1, Q8_0) as the file stores them
+ * fused_blocks.c    the products on GGUF block-quantised weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as the file stores them
+ * fused_kquants.c   the same for GGUF's K-quant super-blocks of 256 (Q4_K, Q5_K, Q6_K)
  * fused_attention.c one KV head's attention for the queries of n tokens
  * fused_math.c      the vectorised exp (softmax, SiLU), and each logits row's argmax and logsumexp
  * fused_step.c      the step itself: embedding, norms, rotary, the KV cache, the order of the layers
@@ -29,7 +30,7 @@ enum { W_F32 = 0, W_INT8 = 1, W_INT8_PACKED = 2, W_BLOCKS = 3 };
 enum { WL_INT8_VNNI = 1, WL_INT8_AVX2 = 2 };
 int64_t waferline_int8_features(void);
 /* GGUF block formats (ggml's type numbers) a W_BLOCKS matrix's segments, or the embedding (EMB_BLOCKS + kind), hold */
-enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q8_0 = 8 };
+enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 = 8, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14 };
 enum { EMB_BLOCKS = 16 };
 enum { WL_MAX_VECTORS = 16 }; /* vectors one wl_linear call takes (the step's tokens at once) */
 enum { WL_CHUNK_BYTES = 32768 }; /* weight bytes per chunk of a product handed to a thread (whole blocks of rows) */
@@ -80,6 +81,19 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out); /* 1: a 
 int64_t wl_block_row_bytes(int64_t kind, int64_t n_in);                  /* -1: a format it does not read */
 void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n);
 float wl_f16_to_f32(uint16_t h);
+
+/* -- fused_kquants.c ------------------------------------------------------------------------------------------------
+ * An input vector quantised for K-quant products (llama.cpp's Q8_K): per 256 values q, the float scale d and the
+ * sums of each 16 q. wl_kquant_dots: out[t] = row . v[t] for n vectors, a row of n_in / 256 super-blocks of kind. */
+typedef struct {
+    const int8_t *q;
+    const float *d;
+    const int16_t *bsum;
+} wl_q8k_vec;
+int64_t wl_kquant_block_bytes(int64_t kind); /* bytes of one super-block; -1: not a K-quant */
+void wl_kquant_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n);
+void wl_quantize_q8k(int8_t *q, float *d, int16_t *bsum, const float *x, int64_t n);
+void wl_kquant_dots(int64_t kind, const uint8_t *row, const wl_q8k_vec *v, int64_t n, int64_t n_in, float *out);
 
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */
 void wl_attend_group(float *out, int64_t os, const float *q, int64_t qs, int64_t n, const void *kv, int64_t fmt,

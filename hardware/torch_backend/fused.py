@@ -270,6 +270,21 @@ def blocks_linear(x: Tensor, w: BlockWeight, *, threads: int = 1) -> Tensor:
     return y
 
 
+def blocks_rows(w: BlockWeight, rows: Tensor) -> Tensor:
+    """(len(rows), in) float32: the rows of a one-format block weight as the fused step reads an embedding's
+    (wl_block_dequantize_row): for tests against `BlockWeight.dequantize`."""
+    lib = fused_library.library()
+    assert lib is not None, fused_library._library_error
+    ids = rows.to(torch.int64).contiguous()
+    out = torch.empty(ids.numel(), w.shape[1], dtype=torch.float32)
+    kind = BLOCK_FORMATS[w.kind][0]
+    if lib.waferline_blocks_rows(
+        out.data_ptr(), w.data.data_ptr(), kind, w.shape[1], w.shape[0], ids.data_ptr(), ids.numel()
+    ):
+        raise ValueError(f"the block rows refused {w.kind} rows {ids.tolist()} of {w.shape}")
+    return out
+
+
 def _int8_bytes(ref: WeightRef) -> int:
     w = ref.payload
     return w.q.numel() if isinstance(w, Int8Linear) else 0

@@ -3,15 +3,18 @@
  * A matrix in block formats is its rows' bytes, one row after another, and a table of segments (consecutive rows of
  * one format: a fused q/k/v may mix Q4_K and Q6_K): int64 count, then per segment its format (ggml's type number,
  * BK_*) and its rows. A row of n_in inputs is n_in / 32 blocks (Q4_0: fp16 d, 16 bytes of 4-bit q, w = d (q - 8);
- * Q4_1: fp16 d and m, 16 bytes of q, w = d q + m; Q8_0: fp16 d, 32 signed bytes, w = d q), or float32 values (BK_F32,
- * a matrix of a quantised file stored unquantised). Within a block of 32, byte j holds input j in its low nibble
- * and input j + 16 in its high one.
+ * Q4_1: fp16 d and m, 16 bytes of q, w = d q + m; Q5_0: fp16 d, 4 bytes of fifth bits, 16 bytes of q, w = d (q -
+ * 16); Q5_1: fp16 d and m, the fifth bits, q, w = d q + m; Q8_0: fp16 d, 32 signed bytes, w = d q), n_in / 256
+ * K-quant super-blocks (Q4_K, Q5_K, Q6_K: fused_kquants.c), or float32 values (BK_F32, a matrix of a quantised file
+ * stored unquantised). Within a block of 32, byte j holds input j in its low nibble and input j + 16 in its high
+ * one, and bit j of the fifth bits belongs to input j.
  *
  * As llama.cpp does, a product first quantises its input vector to 8 bits in blocks of 32 (Q8_0/Q8_1: d = max|x| /
- * 127 rounded to fp16, q = round(x 127 / max|x|), and for Q4_1 s = d sum q rounded to fp16), then takes each
- * block's dot product exactly in integers (AVX512-VNNI's or AVX-VNNI's unsigned-by-signed byte dot product on 32
- * bytes, AVX2's multiply-add pairs, or a plain loop) and adds d_w d_x dot (+ m_w s_x) in float32. Every output is
- * one row's dot product computed by one thread in one order, whatever the thread count or the number of vectors.
+ * 127 rounded to fp16, q = round(x 127 / max|x|), and for Q4_1/Q5_1 s = d sum q rounded to fp16; per 256 for the
+ * K-quants), then takes each block's dot product exactly in integers (AVX512-VNNI's or AVX-VNNI's
+ * unsigned-by-signed byte dot product on 32 bytes, AVX2's multiply-add pairs, or a plain loop) and adds d_w d_x dot
+ * (+ m_w s_x) in float32. Every output is one row's dot product computed by one thread in one order, whatever the
+ * thread count or the number of vectors.
  */
 #include <math.h>
 #include <stdint.h>
@@ -84,10 +87,18 @@ int64_t wl_block_row_bytes(int64_t kind, int64_t n_in) {
     case BK_F32: return 4 * n_in;
     case BK_Q4_0: return n_in / 32 * 18;
     case BK_Q4_1: return n_in / 32 * 20;
+    case BK_Q5_0: return n_in / 32 * 22;
+    case BK_Q5_1: return n_in / 32 * 24;
     case BK_Q8_0: return n_in / 32 * 34;
+    case BK_Q4_K:
+    case BK_Q5_K:
+    case BK_Q6_K: return n_in % 256 ? -1 : n_in / 256 * wl_kquant_block_bytes(kind);
     default: return -1;
     }
 }
+
+static inline int is_kquant(int64_t kind) { return kind == BK_Q4_K || kind == BK_Q5_K || kind == BK_Q6_K; }
+static inline int with_min(int64_t kind) { return kind == BK_Q4_1 || kind == BK_Q5_1; }
 
 /* Row `row` (n values) of block format `kind` as float32: the values the file's blocks stand for. */
 void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n) {
@@ -95,29 +106,34 @@ void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64
         memcpy(out, row, sizeof(float) * (size_t)n);
         return;
     }
+    if (is_kquant(kind)) {
+        wl_kquant_dequantize_row(out, row, kind, n);
+        return;
+    }
     const int64_t bytes = wl_block_row_bytes(kind, 32);
     for (int64_t b = 0; b < n / 32; b++) {
-        const uint8_t *blk = row + b * bytes;
+        const uint8_t *blk = row + b * bytes, *qs = blk + bytes - 16;
         float *o = out + 32 * b;
         const float d = f16_at(blk);
         if (kind == BK_Q8_0) {
             for (int j = 0; j < 32; j++) o[j] = d * (float)(int8_t)blk[2 + j];
-        } else if (kind == BK_Q4_0) {
-            for (int j = 0; j < 16; j++) {
-                o[j] = d * (float)((blk[2 + j] & 0xf) - 8);
-                o[j + 16] = d * (float)((blk[2 + j] >> 4) - 8);
-            }
-        } else { /* Q4_1 */
-            const float m = f16_at(blk + 2);
-            for (int j = 0; j < 16; j++) {
-                o[j] = d * (float)(blk[4 + j] & 0xf) + m;
-                o[j + 16] = d * (float)(blk[4 + j] >> 4) + m;
-            }
+            continue;
+        }
+        uint32_t fifth = 0;
+        if (kind == BK_Q5_0 || kind == BK_Q5_1) memcpy(&fifth, blk + bytes - 20, 4);
+        const int zero = kind == BK_Q4_0 ? 8 : kind == BK_Q5_0 ? 16 : 0;
+        const float m = with_min(kind) ? f16_at(blk + 2) : 0.0f;
+        for (int j = 0; j < 16; j++) {
+            const int lo = (qs[j] & 0xf) | (int)((fifth >> j) & 1) << 4;
+            const int hi = (qs[j] >> 4) | (int)((fifth >> (j + 16)) & 1) << 4;
+            o[j] = with_min(kind) ? d * (float)lo + m : d * (float)(lo - zero);
+            o[j + 16] = with_min(kind) ? d * (float)hi + m : d * (float)(hi - zero);
         }
     }
 }
 
-/* An input vector quantised in blocks of 32: q (n_in bytes), and per block d, s = d sum q (fp16-rounded) and sum q */
+/* An input vector quantised in blocks of 32: q (n_in bytes), and per block d, s = d sum q (fp16-rounded) and sum q;
+ * and, for K-quant rows, per 256 (k) */
 typedef struct {
     const int8_t *q;
     const int8_t *p; /* q reordered for 4-bit weights, 4 blocks (128 inputs) at a time: the 4 blocks' first 16
@@ -125,6 +141,7 @@ typedef struct {
                       * bytes land); NULL when the matrix has no 4-bit rows */
     const float *d, *s;
     const int32_t *sum;
+    wl_q8k_vec k;
 } q8_vec;
 
 /* q (nb blocks of 32) -> p: per group of 4 blocks, [block j inputs 0..15 for j < 4] then [inputs 16..31 for j < 4] */
@@ -242,7 +259,67 @@ static int64_t q8_groups(__m256 *acc, const uint8_t *restrict row, const q8_vec 
 }
 #endif
 
-/* row . x for one row of `kind` against the quantised (or, for BK_F32, the float) vector */
+#ifdef BLOCKS_DPBUSD
+/* One block of 32 loaded for the integer dot: w its unsigned bytes (Q8_0: |w|, its signs in `sign` for x), dw its
+ * scale, mw Q4_1's or Q5_1's m, and `zero` (Q4_0: 8, Q5_0: 16) times sum x to take back out of the dot. */
+typedef struct {
+    __m256i w, sign;
+    float dw, mw;
+    int32_t zero;
+} block32;
+
+/* the 32 bits as bytes: 0x10 where a bit is set (the fifth bit of Q5_0/Q5_1's q), else 0 */
+static inline __m256i fifth_bits(const uint8_t *p) {
+    uint32_t bits;
+    memcpy(&bits, p, 4);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_maskz_mov_epi8((__mmask32)bits, _mm256_set1_epi8(0x10));
+#else
+    /* byte j gets byte j / 8 of the bits, keeps its bit j % 8, and is compared with that bit */
+    const __m256i which = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                           3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+    const __m256i spread = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), which), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(spread, bit), _mm256_set1_epi8(0x10));
+#endif
+}
+
+static inline block32 block32_load(int64_t kind, const uint8_t *blk, int64_t bytes) {
+    block32 k = {.dw = f16_at(blk), .mw = with_min(kind) ? f16_at(blk + 2) : 0.0f,
+                 .zero = kind == BK_Q4_0 ? 8 : kind == BK_Q5_0 ? 16 : 0};
+    if (kind == BK_Q8_0) {
+        k.sign = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        k.w = _mm256_sign_epi8(k.sign, k.sign);
+        return k;
+    }
+    const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(blk + bytes - 16));
+    k.w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
+    if (kind == BK_Q5_0 || kind == BK_Q5_1) k.w = _mm256_or_si256(k.w, fifth_bits(blk + bytes - 20));
+    k.sign = k.w;
+    return k;
+}
+
+/* block b of one vector against the loaded block: d_w d_x (w . x - zero sum x) into *acc, m_w s_x into *extra */
+static inline void block32_dot(const block32 *k, int64_t kind, const q8_vec *v, int64_t b, __m256 *acc,
+                               float *extra) {
+    __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v->q + 32 * b));
+    if (kind == BK_Q8_0) xv = _mm256_sign_epi8(xv, k->sign); /* |w| (unsigned) against x with w's sign */
+    __m256i dot = BLOCKS_DPBUSD(_mm256_setzero_si256(), k->w, xv);
+    if (k->zero) /* sum (q - zero) x = sum q x - zero sum x, exactly, in lane 0 */
+        dot = _mm256_sub_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(k->zero * v->sum[b])));
+    if (with_min(kind)) *extra += k->mw * v->s[b];
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(k->dw * v->d[b]), _mm256_cvtepi32_ps(dot), *acc);
+}
+
+static inline float hsum_pair(__m256 a0, __m256 a1) {
+    const __m256 a = _mm256_add_ps(a0, a1);
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
+}
+#endif
+
+/* row . x for one row of `kind` (a format of blocks of 32, or float) against the quantised (or the float) vector */
 static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v, const float *restrict xf,
                      int64_t n_in) {
     const int64_t nb = n_in / 32;
@@ -253,117 +330,72 @@ static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v,
         for (int64_t i = 0; i < n_in; i++) acc += w[i] * xf[i];
         return acc;
     }
+    const int64_t bytes = wl_block_row_bytes(kind, 32);
 #ifdef BLOCKS_DPBUSD
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    float extra = 0.0f; /* Q4_1's m_w s_x */
-    const __m256i low = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+    float extra = 0.0f; /* Q4_1's and Q5_1's m_w s_x */
     int64_t b = 0;
 #ifdef BLOCKS_512
-    if (kind == BK_Q8_0) {
+    if (kind == BK_Q8_0)
         b = q8_groups(&acc0, row, v, nb / 4);
-    } else if (v->p != NULL) {
-        const int64_t bytes = kind == BK_Q4_0 ? 18 : 20;
+    else if ((kind == BK_Q4_0 || kind == BK_Q4_1) && v->p != NULL)
         b = q4_groups(&acc0, &extra, kind == BK_Q4_1, row, bytes, v, nb / 4);
-    }
 #endif
     for (; b < nb; b++) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v->q + 32 * b));
-        __m256i dot;
-        float scale;
-        if (kind == BK_Q8_0) {
-            const uint8_t *blk = row + 34 * b;
-            const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-            /* |w| (unsigned) against x with w's sign: the signed product, as VNNI takes unsigned by signed */
-            dot = BLOCKS_DPBUSD(zero, _mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
-            scale = f16_at(blk) * v->d[b];
-        } else {
-            const int64_t bytes = kind == BK_Q4_0 ? 18 : 20;
-            const uint8_t *blk = row + bytes * b;
-            const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(blk + bytes - 16));
-            const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);
-            dot = BLOCKS_DPBUSD(zero, w, xv);
-            scale = f16_at(blk) * v->d[b];
-            if (kind == BK_Q4_0) /* sum (q - 8) x = sum q x - 8 sum x, exactly, in lane 0 */
-                dot = _mm256_sub_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * v->sum[b])));
-            else
-                extra += f16_at(blk + 2) * v->s[b];
-        }
-        if (b & 1)
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(dot), acc1);
-        else
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(dot), acc0);
+        const block32 k = block32_load(kind, row + bytes * b, bytes);
+        block32_dot(&k, kind, v, b, b & 1 ? &acc1 : &acc0, &extra);
     }
-    const __m256 a = _mm256_add_ps(acc0, acc1);
-    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1))) + extra;
+    return hsum_pair(acc0, acc1) + extra;
 #else
     float acc = 0.0f;
+    const int zero = kind == BK_Q4_0 ? 8 : kind == BK_Q5_0 ? 16 : 0;
     for (int64_t b = 0; b < nb; b++) {
         const int8_t *x = v->q + 32 * b;
+        const uint8_t *blk = row + bytes * b;
         int32_t dot = 0;
         if (kind == BK_Q8_0) {
-            const uint8_t *blk = row + 34 * b;
             for (int j = 0; j < 32; j++) dot += (int32_t)(int8_t)blk[2 + j] * x[j];
-            acc += f16_at(blk) * v->d[b] * (float)dot;
         } else {
-            const int64_t bytes = kind == BK_Q4_0 ? 18 : 20;
-            const uint8_t *blk = row + bytes * b, *qs = blk + bytes - 16;
-            for (int j = 0; j < 16; j++) dot += (int32_t)(qs[j] & 0xf) * x[j] + (int32_t)(qs[j] >> 4) * x[j + 16];
-            if (kind == BK_Q4_0) dot -= 8 * v->sum[b];
-            acc += f16_at(blk) * v->d[b] * (float)dot;
-            if (kind == BK_Q4_1) acc += f16_at(blk + 2) * v->s[b];
+            const uint8_t *qs = blk + bytes - 16;
+            uint32_t fifth = 0;
+            if (kind == BK_Q5_0 || kind == BK_Q5_1) memcpy(&fifth, blk + bytes - 20, 4);
+            for (int j = 0; j < 16; j++)
+                dot += ((qs[j] & 0xf) | (int32_t)((fifth >> j) & 1) << 4) * x[j] +
+                       ((qs[j] >> 4) | (int32_t)((fifth >> (j + 16)) & 1) << 4) * x[j + 16];
+            dot -= zero * v->sum[b];
         }
+        acc += f16_at(blk) * v->d[b] * (float)dot;
+        if (with_min(kind)) acc += f16_at(blk + 2) * v->s[b];
     }
     return acc;
 #endif
 }
 
-#if defined(BLOCKS_DPBUSD) && !defined(BLOCKS_512)
+#ifdef BLOCKS_DPBUSD
 #define BLOCKS_SHARED 1
+/* Whether n vectors' products on a row of `kind` go through row_dots: where row_dot takes the row one block at a
+ * time (with AVX-512 Q4_0, Q4_1 and Q8_0 take four blocks a step, for one vector at a time) */
+static inline int shared_rows(int64_t kind) {
+#ifdef BLOCKS_512
+    return kind != BK_F32 && kind != BK_Q4_0 && kind != BK_Q4_1 && kind != BK_Q8_0;
+#else
+    return kind != BK_F32;
+#endif
+}
+
 /* row_dot for n vectors at once (a k-token step, prefill), each block of the row loaded and unpacked once for all
  * of them: per vector the same operations in the same order as row_dot's, so every sum is row_dot's bit for bit. */
 static void row_dots(int64_t kind, const uint8_t *restrict row, const q8_vec *v, int64_t n, int64_t n_in,
                      float *restrict out) {
-    const int64_t nb = n_in / 32;
+    const int64_t nb = n_in / 32, bytes = wl_block_row_bytes(kind, 32);
     __m256 acc[2][WL_MAX_VECTORS];
     float extra[WL_MAX_VECTORS];
     for (int64_t t = 0; t < n; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps(), extra[t] = 0.0f;
-    const __m256i low = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
-    const int64_t bytes = kind == BK_Q8_0 ? 34 : kind == BK_Q4_0 ? 18 : 20;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + bytes * b;
-        const float dw = f16_at(blk);
-        __m256 *a = acc[b & 1];
-        if (kind == BK_Q8_0) {
-            const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-            const __m256i wabs = _mm256_sign_epi8(w, w);
-            for (int64_t t = 0; t < n; t++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v[t].q + 32 * b));
-                const __m256i dot = BLOCKS_DPBUSD(zero, wabs, _mm256_sign_epi8(xv, w));
-                a[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * v[t].d[b]), _mm256_cvtepi32_ps(dot), a[t]);
-            }
-            continue;
-        }
-        const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(blk + bytes - 16));
-        const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);
-        const float mw = kind == BK_Q4_1 ? f16_at(blk + 2) : 0.0f;
-        for (int64_t t = 0; t < n; t++) {
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v[t].q + 32 * b));
-            __m256i dot = BLOCKS_DPBUSD(zero, w, xv);
-            if (kind == BK_Q4_0)
-                dot = _mm256_sub_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * v[t].sum[b])));
-            else
-                extra[t] += mw * v[t].s[b];
-            a[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * v[t].d[b]), _mm256_cvtepi32_ps(dot), a[t]);
-        }
+        const block32 k = block32_load(kind, row + bytes * b, bytes);
+        for (int64_t t = 0; t < n; t++) block32_dot(&k, kind, &v[t], b, &acc[b & 1][t], &extra[t]);
     }
-    for (int64_t t = 0; t < n; t++) {
-        const __m256 s = _mm256_add_ps(acc[0][t], acc[1][t]);
-        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-        const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        out[t] = _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1))) + extra[t];
-    }
+    for (int64_t t = 0; t < n; t++) out[t] = hsum_pair(acc[0][t], acc[1][t]) + extra[t];
 }
 #endif
 
@@ -388,6 +420,7 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
     int64_t s = 0;
     for (int64_t o = begin; o < end; o++) {
         while (o >= c->first[s + 1]) s++;
+        const int64_t kind = c->kind[s];
         const uint8_t *row = base + c->offset[s] + (o - c->first[s]) * c->row_bytes[s];
 #if defined(__AVX2__)
         /* the hardware's prefetch alone left row_dot waiting on memory (a model of ~100 MB streams from DRAM):
@@ -398,16 +431,19 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
         }
 #endif
         const float bias = c->m->bias ? c->m->bias[o] : 0.0f;
-#ifdef BLOCKS_SHARED
-        if (c->n > 1 && c->kind[s] != BK_F32) {
-            float dots[WL_MAX_VECTORS];
-            row_dots(c->kind[s], row, c->v, c->n, c->n_in, dots);
-            for (int64_t t = 0; t < c->n; t++) c->y[t * c->ys + o] = dots[t] + bias;
-            continue;
+        float dots[WL_MAX_VECTORS];
+        if (is_kquant(kind)) {
+            wl_q8k_vec k[WL_MAX_VECTORS];
+            for (int64_t t = 0; t < c->n; t++) k[t] = c->v[t].k;
+            wl_kquant_dots(kind, row, k, c->n, c->n_in, dots);
         }
+#ifdef BLOCKS_SHARED
+        else if (c->n > 1 && shared_rows(kind))
+            row_dots(kind, row, c->v, c->n, c->n_in, dots);
 #endif
-        for (int64_t t = 0; t < c->n; t++)
-            c->y[t * c->ys + o] = row_dot(c->kind[s], row, &c->v[t], c->x + t * c->xs, c->n_in) + bias;
+        else
+            for (int64_t t = 0; t < c->n; t++) dots[t] = row_dot(kind, row, &c->v[t], c->x + t * c->xs, c->n_in);
+        for (int64_t t = 0; t < c->n; t++) c->y[t * c->ys + o] = dots[t] + bias;
     }
 }
 
@@ -422,13 +458,18 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
     return rows == n_out;
 }
 
-int64_t wl_blocks_scratch_bytes(int64_t n_in) { return 2 * n_in + (n_in / 32) * 12 + 64; }
+/* Per vector: q and p (n_in bytes each), d, s, sum (12 bytes per 32), then the K-quants' q (n_in), d (4 per 256)
+ * and sums (2 per 16), each part starting at a multiple of 16 bytes */
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+int64_t wl_blocks_scratch_bytes(int64_t n_in) {
+    return 3 * up16(n_in) + up16(n_in / 32 * 12) + up16(n_in / 256 * 4) + up16(n_in / 16 * 2) + 64;
+}
 
 void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
                       int64_t threads) {
     const int64_t *table = (const int64_t *)(const void *)m->scale;
     blocks_ctx c = {.y = y, .ys = ys, .n = n, .n_in = m->n_in, .x = x, .xs = xs, .m = m, .segs = table[0]};
-    int64_t row = 0, offset = 0, quantized = 0, four_bit = 0;
+    int64_t row = 0, offset = 0, blocks32 = 0, four_bit = 0, kquants = 0;
     for (int64_t i = 0; i < c.segs; i++) {
         c.kind[i] = table[1 + 2 * i];
         c.first[i] = row;
@@ -436,23 +477,27 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         c.row_bytes[i] = wl_block_row_bytes(c.kind[i], m->n_in);
         row += table[2 + 2 * i];
         offset += table[2 + 2 * i] * c.row_bytes[i];
-        quantized |= c.kind[i] != BK_F32;
+        kquants |= is_kquant(c.kind[i]);
+        blocks32 |= c.kind[i] != BK_F32 && !is_kquant(c.kind[i]);
         four_bit |= c.kind[i] == BK_Q4_0 || c.kind[i] == BK_Q4_1;
     }
     c.first[c.segs] = row;
     q8_vec v[WL_MAX_VECTORS];
-    if (quantized) {
-        const int64_t nb = m->n_in / 32, per = wl_blocks_scratch_bytes(m->n_in);
-        for (int64_t t = 0; t < n; t++) {
-            uint8_t *at = xq + t * per;
-            float *d = (float *)(void *)(at + (m->n_in + 15) / 16 * 16); /* at and n_in: multiples of 4 */
-            float *s = d + nb;
-            int32_t *sum = (int32_t *)(void *)(s + nb);
-            int8_t *p = four_bit ? (int8_t *)(void *)(sum + nb) : NULL;
-            quantize_q8((int8_t *)at, d, s, sum, x + t * xs, m->n_in);
-            if (p != NULL) reorder_q4(p, (const int8_t *)at, nb);
-            v[t] = (q8_vec){.q = (const int8_t *)at, .p = p, .d = d, .s = s, .sum = sum};
+    const int64_t nb = m->n_in / 32, per = wl_blocks_scratch_bytes(m->n_in);
+    for (int64_t t = 0; t < n && (blocks32 || kquants); t++) {
+        uint8_t *at = xq + t * per;
+        int8_t *q = (int8_t *)at, *p = (int8_t *)(at + up16(m->n_in)), *qk = (int8_t *)(at + 2 * up16(m->n_in));
+        float *d = (float *)(void *)(at + 3 * up16(m->n_in)); /* xq and every part: multiples of 16 bytes */
+        float *s = d + nb;
+        int32_t *sum = (int32_t *)(void *)(s + nb);
+        float *dk = (float *)(void *)((uint8_t *)d + up16(nb * 12));
+        int16_t *bsum = (int16_t *)(void *)((uint8_t *)dk + up16(m->n_in / 256 * 4));
+        v[t] = (q8_vec){.q = q, .p = NULL, .d = d, .s = s, .sum = sum, .k = {.q = qk, .d = dk, .bsum = bsum}};
+        if (blocks32) {
+            quantize_q8(q, d, s, sum, x + t * xs, m->n_in);
+            if (four_bit) reorder_q4(p, q, nb), v[t].p = p;
         }
+        if (kquants) wl_quantize_q8k(qk, dk, bsum, x + t * xs, m->n_in);
     }
     c.v = v;
     const int64_t bytes = c.row_bytes[0] > 0 ? c.row_bytes[0] : 1;
@@ -467,5 +512,18 @@ int waferline_blocks_linear(float *y, const float *x, int64_t n, const void *w, 
     const wl_matrix m = {.w = w, .scale = (const float *)(const void *)table, .rowsum = NULL, .bias = NULL,
                          .n_in = n_in, .n_out = n_out, .fmt = W_BLOCKS};
     wl_linear_blocks(y, n_out, x, n_in, n, &m, scratch, threads);
+    return 0;
+}
+
+/* For tests: out (n x n_in) = rows `rows` of a one-format block matrix of n_rows rows, dequantised as the step reads
+ * an embedding's. Returns 1 (nothing done) for a format it does not read or a row out of range. */
+int waferline_blocks_rows(float *out, const void *w, int64_t kind, int64_t n_in, int64_t n_rows, const int64_t *rows,
+                          int64_t n) {
+    const int64_t bytes = wl_block_row_bytes(kind, n_in);
+    if (bytes < 0 || (kind != BK_F32 && n_in % 32 != 0)) return 1;
+    for (int64_t i = 0; i < n; i++)
+        if (rows[i] < 0 || rows[i] >= n_rows) return 1;
+    for (int64_t i = 0; i < n; i++)
+        wl_block_dequantize_row(out + i * n_in, (const uint8_t *)w + rows[i] * bytes, kind, n_in);
     return 0;
 }

@@ -34,6 +34,7 @@ SOURCES = tuple(
         "fused_linear.c",
         "fused_packed.c",
         "fused_blocks.c",
+        "fused_kquants.c",
         "fused_math.c",
         "fused_pool.c",
     )
@@ -161,6 +162,8 @@ def library() -> ctypes.CDLL | None:
     # logsumexp; the draft the rows verify and its length (0: every row)
     lib.waferline_blocks_linear.restype = ctypes.c_int  # y, x, n, w, segment table, n_in, n_out, scratch, threads
     lib.waferline_blocks_linear.argtypes = [vp, vp, i64, vp, vp, i64, i64, vp, i64]
+    lib.waferline_blocks_rows.restype = ctypes.c_int  # out, w, kind, n_in, n_rows, rows, n
+    lib.waferline_blocks_rows.argtypes = [vp, vp, i64, i64, i64, vp, i64]
     lib.wl_blocks_scratch_bytes.restype = ctypes.c_int64
     lib.wl_blocks_scratch_bytes.argtypes = [i64]
     lib.waferline_step_max_tokens.restype = ctypes.c_int64
