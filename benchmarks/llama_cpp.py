@@ -42,15 +42,16 @@ FILE_PAIRS = (("waferline blocks", "llama.cpp file"),)
 
 
 def find_llama_server(folder: str | None) -> Path:
-    """llama-server in `folder`, else in $WAFERLINE_LLAMA_CPP_CACHE/<version>/bin (what `make llama-cpp` builds),
-    else on PATH; ValueError saying how to get one otherwise."""
+    """llama-server in `folder`, else in $WAFERLINE_LLAMA_CPP_CACHE/<version>/bin (what `make llama-cpp` builds; by
+    default the checkout's .cache/llama.cpp), else on PATH; ValueError saying how to get one otherwise."""
     candidates: list[Path] = []
     if folder:
         candidates.append(Path(folder).expanduser() / "llama-server")
     else:
-        cache = os.environ.get("WAFERLINE_LLAMA_CPP_CACHE")
-        if cache:
-            candidates += [stamp.parent / "bin" / "llama-server" for stamp in sorted(Path(cache).glob("*/.stamp"))]
+        checkout = Path(__file__).resolve().parents[1] / ".cache" / "llama.cpp"  # an editable install's checkout
+        for cache in (os.environ.get("WAFERLINE_LLAMA_CPP_CACHE"), checkout):
+            if cache:
+                candidates += [s.parent / "bin" / "llama-server" for s in sorted(Path(cache).glob("*/.stamp"))]
         on_path = shutil.which("llama-server")
         if on_path:
             candidates.append(Path(on_path))
