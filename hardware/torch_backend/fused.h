@@ -3,6 +3,7 @@
  * fused_pool.c      the worker threads that split a step's products between cores, and the read probe
  * fused_linear.c    the matrix products (int8 rows with 8-bit activations, float32) and the quantisation
  * fused_packed.c    the int8 product on packed weights (small models: no reduction across lanes)
+ * fused_block_formats.c  GGUF's blocks of 32: sizes, values, and the 8-bit quantisation of the products' inputs
  * fused_blocks.c    the products on GGUF block-quantised weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as the file stores them
  * fused_kquants.c   the same for GGUF's K-quant super-blocks of 256 (Q4_K, Q5_K, Q6_K)
  * fused_attention.c one KV head's attention for the queries of n tokens
@@ -13,6 +14,9 @@
 #define WAFERLINE_FUSED_H
 #include <stdint.h>
 #include <string.h>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 enum { KV_F32 = 0, KV_BF16 = 1 }; /* the KV cache's (and the embedding's) element formats */
 
@@ -78,9 +82,26 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
                       int64_t threads);
 int64_t wl_blocks_scratch_bytes(int64_t n_in);
 int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out); /* 1: a table the product can read */
-int64_t wl_block_row_bytes(int64_t kind, int64_t n_in);                  /* -1: a format it does not read */
+
+/* -- fused_block_formats.c ------------------------------------------------------------------------------------------
+ * The block formats' sizes and values, and an input vector's 8-bit quantisation in blocks of 32 (llama.cpp's Q8_0 /
+ * Q8_1): q, and per block d and s = d sum q rounded to fp16 and sum q. */
+int64_t wl_block_row_bytes(int64_t kind, int64_t n_in); /* -1: a format the products do not read */
 void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n);
+void wl_quantize_q8(int8_t *q, float *d, float *s, int32_t *sum, const float *x, int64_t n);
 float wl_f16_to_f32(uint16_t h);
+float wl_round_f16(float f); /* f rounded to the nearest fp16 value (ties to even), as float32 */
+static inline float wl_f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+#ifdef __F16C__
+    return _cvtsh_ss(h);
+#else
+    return wl_f16_to_f32(h);
+#endif
+}
+static inline int wl_is_kquant(int64_t kind) { return kind == BK_Q4_K || kind == BK_Q5_K || kind == BK_Q6_K; }
+static inline int wl_with_min(int64_t kind) { return kind == BK_Q4_1 || kind == BK_Q5_1; }
 
 /* -- fused_kquants.c ------------------------------------------------------------------------------------------------
  * An input vector quantised for K-quant products (llama.cpp's Q8_K): per 256 values q, the float scale d and the

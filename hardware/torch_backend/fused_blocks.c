@@ -33,104 +33,6 @@
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
 #endif
 
-float wl_f16_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    uint32_t u;
-    if (exp == 0x1f) {
-        u = sign | 0x7f800000u | (mant << 13); /* inf, NaN */
-    } else if (exp != 0) {
-        u = sign | ((exp + 112) << 23) | (mant << 13);
-    } else if (mant == 0) {
-        u = sign;
-    } else { /* subnormal: value mant 2^-24 */
-        float f = (float)mant * 5.9604644775390625e-8f;
-        memcpy(&u, &f, 4);
-        u |= sign;
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* f rounded to the nearest fp16 value (ties to even), as float32; what storing it as fp16 and reading it back gives */
-static float round_f16(float f) {
-#ifdef __F16C__
-    return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
-#else
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    const uint32_t a = u & 0x7fffffffu;
-    if (a >= 0x477ff000u) return a > 0x7f800000u ? f : (u >> 31 ? -INFINITY : INFINITY); /* overflows fp16 */
-    if (a < 0x38800000u) { /* below fp16's smallest normal: a multiple of 2^-24 */
-        const float q = rintf(fabsf(f) * 16777216.0f) * 5.9604644775390625e-8f;
-        return u >> 31 ? -q : q;
-    }
-    const uint32_t keep = a + 0xfffu + ((a >> 13) & 1u); /* round the 13 bits fp16 drops */
-    u = (u & 0x80000000u) | (keep & ~0x1fffu);
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-
-static inline float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-#ifdef __F16C__
-    return _cvtsh_ss(h);
-#else
-    return wl_f16_to_f32(h);
-#endif
-}
-
-int64_t wl_block_row_bytes(int64_t kind, int64_t n_in) {
-    switch (kind) {
-    case BK_F32: return 4 * n_in;
-    case BK_Q4_0: return n_in / 32 * 18;
-    case BK_Q4_1: return n_in / 32 * 20;
-    case BK_Q5_0: return n_in / 32 * 22;
-    case BK_Q5_1: return n_in / 32 * 24;
-    case BK_Q8_0: return n_in / 32 * 34;
-    case BK_Q4_K:
-    case BK_Q5_K:
-    case BK_Q6_K: return n_in % 256 ? -1 : n_in / 256 * wl_kquant_block_bytes(kind);
-    default: return -1;
-    }
-}
-
-static inline int is_kquant(int64_t kind) { return kind == BK_Q4_K || kind == BK_Q5_K || kind == BK_Q6_K; }
-static inline int with_min(int64_t kind) { return kind == BK_Q4_1 || kind == BK_Q5_1; }
-
-/* Row `row` (n values) of block format `kind` as float32: the values the file's blocks stand for. */
-void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n) {
-    if (kind == BK_F32) {
-        memcpy(out, row, sizeof(float) * (size_t)n);
-        return;
-    }
-    if (is_kquant(kind)) {
-        wl_kquant_dequantize_row(out, row, kind, n);
-        return;
-    }
-    const int64_t bytes = wl_block_row_bytes(kind, 32);
-    for (int64_t b = 0; b < n / 32; b++) {
-        const uint8_t *blk = row + b * bytes, *qs = blk + bytes - 16;
-        float *o = out + 32 * b;
-        const float d = f16_at(blk);
-        if (kind == BK_Q8_0) {
-            for (int j = 0; j < 32; j++) o[j] = d * (float)(int8_t)blk[2 + j];
-            continue;
-        }
-        uint32_t fifth = 0;
-        if (kind == BK_Q5_0 || kind == BK_Q5_1) memcpy(&fifth, blk + bytes - 20, 4);
-        const int zero = kind == BK_Q4_0 ? 8 : kind == BK_Q5_0 ? 16 : 0;
-        const float m = with_min(kind) ? f16_at(blk + 2) : 0.0f;
-        for (int j = 0; j < 16; j++) {
-            const int lo = (qs[j] & 0xf) | (int)((fifth >> j) & 1) << 4;
-            const int hi = (qs[j] >> 4) | (int)((fifth >> (j + 16)) & 1) << 4;
-            o[j] = with_min(kind) ? d * (float)lo + m : d * (float)(lo - zero);
-            o[j + 16] = with_min(kind) ? d * (float)hi + m : d * (float)(hi - zero);
-        }
-    }
-}
 
 /* An input vector quantised in blocks of 32: q (n_in bytes), and per block d, s = d sum q (fp16-rounded) and sum q;
  * and, for K-quant rows, per 256 (k) */
@@ -151,25 +53,6 @@ static void reorder_q4(int8_t *restrict p, const int8_t *restrict q, int64_t nb)
             memcpy(p + 32 * g + 16 * j, q + 32 * (g + j), 16);
             memcpy(p + 32 * g + 64 + 16 * j, q + 32 * (g + j) + 16, 16);
         }
-}
-
-static void quantize_q8(int8_t *restrict q, float *restrict d, float *restrict s, int32_t *restrict sum,
-                        const float *restrict x, int64_t n) {
-    for (int64_t b = 0; b < n / 32; b++) {
-        const float *xb = x + 32 * b;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++) amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
-        const float db = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        int32_t total = 0;
-        for (int j = 0; j < 32; j++) {
-            const int32_t v = (int32_t)lrintf(xb[j] * id); /* to nearest even, as the vector rounding */
-            q[32 * b + j] = (int8_t)v;
-            total += v;
-        }
-        d[b] = round_f16(db);
-        s[b] = round_f16(db * (float)total);
-        sum[b] = total;
-    }
 }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
@@ -285,7 +168,7 @@ static inline __m256i fifth_bits(const uint8_t *p) {
 }
 
 static inline block32 block32_load(int64_t kind, const uint8_t *blk, int64_t bytes) {
-    block32 k = {.dw = f16_at(blk), .mw = with_min(kind) ? f16_at(blk + 2) : 0.0f,
+    block32 k = {.dw = wl_f16_at(blk), .mw = wl_with_min(kind) ? wl_f16_at(blk + 2) : 0.0f,
                  .zero = kind == BK_Q4_0 ? 8 : kind == BK_Q5_0 ? 16 : 0};
     if (kind == BK_Q8_0) {
         k.sign = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
@@ -307,7 +190,7 @@ static inline void block32_dot(const block32 *k, int64_t kind, const q8_vec *v, 
     __m256i dot = BLOCKS_DPBUSD(_mm256_setzero_si256(), k->w, xv);
     if (k->zero) /* sum (q - zero) x = sum q x - zero sum x, exactly, in lane 0 */
         dot = _mm256_sub_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(k->zero * v->sum[b])));
-    if (with_min(kind)) *extra += k->mw * v->s[b];
+    if (wl_with_min(kind)) *extra += k->mw * v->s[b];
     *acc = _mm256_fmadd_ps(_mm256_set1_ps(k->dw * v->d[b]), _mm256_cvtepi32_ps(dot), *acc);
 }
 
@@ -364,8 +247,8 @@ static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v,
                        ((qs[j] >> 4) | (int32_t)((fifth >> (j + 16)) & 1) << 4) * x[j + 16];
             dot -= zero * v->sum[b];
         }
-        acc += f16_at(blk) * v->d[b] * (float)dot;
-        if (with_min(kind)) acc += f16_at(blk + 2) * v->s[b];
+        acc += wl_f16_at(blk) * v->d[b] * (float)dot;
+        if (wl_with_min(kind)) acc += wl_f16_at(blk + 2) * v->s[b];
     }
     return acc;
 #endif
@@ -432,7 +315,7 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
 #endif
         const float bias = c->m->bias ? c->m->bias[o] : 0.0f;
         float dots[WL_MAX_VECTORS];
-        if (is_kquant(kind)) {
+        if (wl_is_kquant(kind)) {
             wl_q8k_vec k[WL_MAX_VECTORS];
             for (int64_t t = 0; t < c->n; t++) k[t] = c->v[t].k;
             wl_kquant_dots(kind, row, k, c->n, c->n_in, dots);
@@ -477,8 +360,8 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         c.row_bytes[i] = wl_block_row_bytes(c.kind[i], m->n_in);
         row += table[2 + 2 * i];
         offset += table[2 + 2 * i] * c.row_bytes[i];
-        kquants |= is_kquant(c.kind[i]);
-        blocks32 |= c.kind[i] != BK_F32 && !is_kquant(c.kind[i]);
+        kquants |= wl_is_kquant(c.kind[i]);
+        blocks32 |= c.kind[i] != BK_F32 && !wl_is_kquant(c.kind[i]);
         four_bit |= c.kind[i] == BK_Q4_0 || c.kind[i] == BK_Q4_1;
     }
     c.first[c.segs] = row;
@@ -494,7 +377,7 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         int16_t *bsum = (int16_t *)(void *)((uint8_t *)dk + up16(m->n_in / 256 * 4));
         v[t] = (q8_vec){.q = q, .p = NULL, .d = d, .s = s, .sum = sum, .k = {.q = qk, .d = dk, .bsum = bsum}};
         if (blocks32) {
-            quantize_q8(q, d, s, sum, x + t * xs, m->n_in);
+            wl_quantize_q8(q, d, s, sum, x + t * xs, m->n_in);
             if (four_bit) reorder_q4(p, q, nb), v[t].p = p;
         }
         if (kquants) wl_quantize_q8k(qk, dk, bsum, x + t * xs, m->n_in);

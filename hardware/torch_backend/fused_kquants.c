@@ -23,12 +23,6 @@
 #include <immintrin.h>
 #endif
 
-static inline float half_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return wl_f16_to_f32(h);
-}
-
 /* Q4_K/Q5_K: the 6-bit scale and min of sub-block j (of 8) from the 12 packed bytes */
 static inline void scale_min(int j, const uint8_t *q, int32_t *sc, int32_t *m) {
     if (j < 4) {
@@ -60,7 +54,7 @@ static void kblock_unpack(kblock *k, int64_t kind, const uint8_t *b) {
                 q[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
             }
         for (int s = 0; s < 16; s++) k->sc[s] = (int8_t)b[192 + s], k->mn[s] = 0;
-        k->d = half_at(b + 208);
+        k->d = wl_f16_at(b + 208);
         k->dmin = 0.0f;
         return;
     }
@@ -78,8 +72,8 @@ static void kblock_unpack(kblock *k, int64_t kind, const uint8_t *b) {
         k->sc[2 * j] = k->sc[2 * j + 1] = (int16_t)sc;
         k->mn[2 * j] = k->mn[2 * j + 1] = (int16_t)m;
     }
-    k->d = half_at(b);
-    k->dmin = half_at(b + 2);
+    k->d = wl_f16_at(b);
+    k->dmin = wl_f16_at(b + 2);
 }
 
 int64_t wl_kquant_block_bytes(int64_t kind) {
@@ -173,7 +167,7 @@ static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
             k->q[4 * h + 3] = _mm256_or_si256(nibbles(l1, 1), high_bits(hb, 6, 2));
         }
         for (int s = 0; s < 16; s++) sc[s] = (int8_t)b[192 + s], mn[s] = 0;
-        k->d = half_at(b + 208);
+        k->d = wl_f16_at(b + 208);
         k->dmin = 0.0f;
     } else {
         const uint8_t *qs = b + (kind == BK_Q5_K ? 48 : 16);
@@ -193,8 +187,8 @@ static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
             sc[2 * j] = sc[2 * j + 1] = (int16_t)s;
             mn[2 * j] = mn[2 * j + 1] = (int16_t)m;
         }
-        k->d = half_at(b);
-        k->dmin = half_at(b + 2);
+        k->d = wl_f16_at(b);
+        k->dmin = wl_f16_at(b + 2);
     }
     for (int c = 0; c < 8; c++)
         k->sc[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));

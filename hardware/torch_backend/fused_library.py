@@ -33,6 +33,7 @@ SOURCES = tuple(
         "fused_attention.c",
         "fused_linear.c",
         "fused_packed.c",
+        "fused_block_formats.c",
         "fused_blocks.c",
         "fused_kquants.c",
         "fused_math.c",
