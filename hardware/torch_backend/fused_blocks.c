@@ -143,12 +143,12 @@ static int64_t q8_groups(__m256 *acc, const uint8_t *restrict row, const q8_vec 
 #endif
 
 #ifdef BLOCKS_DPBUSD
-/* One block of 32 loaded for the integer dot: w its unsigned bytes (Q8_0: |w|, its signs in `sign` for x), dw its
- * scale, mw Q4_1's or Q5_1's m, and `zero` (Q4_0: 8, Q5_0: 16) times sum x to take back out of the dot. */
+/* One block of 32 loaded for the integer dot: w the unsigned bytes the dot multiplies (Q4_1, Q5_1: q; Q4_0, Q5_0,
+ * Q8_0: |q - zero|), sign the signed weights whose signs x takes on (q - zero: Q4_0 8, Q5_0 16, Q8_0 0), dw the
+ * block's scale. sum (q - zero) x is then sum |q - zero| (x with q - zero's sign), exactly: no correction after. */
 typedef struct {
     __m256i w, sign;
-    float dw, mw;
-    int32_t zero;
+    float dw;
 } block32;
 
 /* the 32 bits as bytes: 0x10 where a bit is set (the fifth bit of Q5_0/Q5_1's q), else 0 */
@@ -168,41 +168,89 @@ static inline __m256i fifth_bits(const uint8_t *p) {
 }
 
 static inline block32 block32_load(int64_t kind, const uint8_t *blk, int64_t bytes) {
-    block32 k = {.dw = wl_f16_at(blk), .mw = wl_with_min(kind) ? wl_f16_at(blk + 2) : 0.0f,
-                 .zero = kind == BK_Q4_0 ? 8 : kind == BK_Q5_0 ? 16 : 0};
+    block32 k = {.dw = wl_f16_at(blk)};
     if (kind == BK_Q8_0) {
         k.sign = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-        k.w = _mm256_sign_epi8(k.sign, k.sign);
-        return k;
+    } else {
+        const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(blk + bytes - 16));
+        k.w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
+        if (kind == BK_Q5_0 || kind == BK_Q5_1) k.w = _mm256_or_si256(k.w, fifth_bits(blk + bytes - 20));
+        if (wl_with_min(kind)) return k;
+        k.sign = _mm256_sub_epi8(k.w, _mm256_set1_epi8(kind == BK_Q4_0 ? 8 : 16));
     }
-    const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(blk + bytes - 16));
-    k.w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
-    if (kind == BK_Q5_0 || kind == BK_Q5_1) k.w = _mm256_or_si256(k.w, fifth_bits(blk + bytes - 20));
-    k.sign = k.w;
+    k.w = _mm256_sign_epi8(k.sign, k.sign); /* |q - zero| (Q8_0's -128 stays 0x80: 128 unsigned) */
     return k;
 }
 
-/* block b of one vector against the loaded block: d_w d_x (w . x - zero sum x) into *acc, m_w s_x into *extra */
-static inline void block32_dot(const block32 *k, int64_t kind, const q8_vec *v, int64_t b, __m256 *acc,
-                               float *extra) {
-    __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v->q + 32 * b));
-    if (kind == BK_Q8_0) xv = _mm256_sign_epi8(xv, k->sign); /* |w| (unsigned) against x with w's sign */
-    __m256i dot = BLOCKS_DPBUSD(_mm256_setzero_si256(), k->w, xv);
-    if (k->zero) /* sum (q - zero) x = sum q x - zero sum x, exactly, in lane 0 */
-        dot = _mm256_sub_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(k->zero * v->sum[b])));
-    if (wl_with_min(kind)) *extra += k->mw * v->s[b];
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(k->dw * v->d[b]), _mm256_cvtepi32_ps(dot), *acc);
+/* the block's exact integer dot with 32 bytes of x, in 8 int32 lanes */
+static inline __m256i block32_int(const block32 *k, int64_t kind, __m256i xv) {
+    if (!wl_with_min(kind)) xv = _mm256_sign_epi8(xv, k->sign);
+    return BLOCKS_DPBUSD(_mm256_setzero_si256(), k->w, xv);
 }
 
-static inline float hsum_pair(__m256 a0, __m256 a1) {
-    const __m256 a = _mm256_add_ps(a0, a1);
+static inline float hsum8(__m256 a) {
     const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
     return _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
 }
+
+/* R rows (of one format of blocks of 32) by V vectors: acc[r][t] += d_w d_x (w . x) per block, in one accumulator
+ * per row and vector, the blocks in order; each block loaded and unpacked once for the V vectors, each vector's
+ * block loaded once for the R rows. R and V are constants where it is inlined, so the R V accumulators stay in
+ * registers. The order of every (row, vector)'s operations is the same whatever R and V, so a sum does not depend
+ * on which rows or how many vectors came with it. */
+static inline __attribute__((always_inline)) void tile(int64_t kind, const uint8_t *const *rows, int R,
+                                                      const q8_vec *v, int V, int64_t nb, int64_t bytes,
+                                                      float *out, int64_t out_stride) {
+    __m256 acc[2][4];
+    float e[2][4]; /* Q4_1's and Q5_1's m_w s_x */
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < V; t++) acc[r][t] = _mm256_setzero_ps(), e[r][t] = 0.0f;
+    const int min = wl_with_min(kind);
+    for (int64_t b = 0; b < nb; b++) {
+        block32 k[2];
+        float m[2] = {0.0f, 0.0f};
+        for (int r = 0; r < R; r++) {
+            k[r] = block32_load(kind, rows[r] + bytes * b, bytes);
+            if (min) m[r] = wl_f16_at(rows[r] + bytes * b + 2);
+        }
+        for (int t = 0; t < V; t++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v[t].q + 32 * b));
+            const __m256 dx = _mm256_broadcast_ss(v[t].d + b);
+            for (int r = 0; r < R; r++) {
+                const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(k[r].dw), dx);
+                acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(block32_int(&k[r], kind, xv)), acc[r][t]);
+                if (min) e[r][t] += m[r] * v[t].s[b];
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < V; t++) out[r * out_stride + t] = hsum8(acc[r][t]) + e[r][t];
+}
+
+#define TILE_V 4
+/* out[r * WL_MAX_VECTORS + t] = rows[r] . v[t] for R (1 or 2) rows of `kind` and n vectors, by tiles of R rows and
+ * up to TILE_V vectors */
+static void rows_dots(int64_t kind, const uint8_t *const *rows, int R, const q8_vec *v, int64_t n, int64_t n_in,
+                      float *out) {
+    const int64_t nb = n_in / 32, bytes = wl_block_row_bytes(kind, 32);
+    for (int64_t t0 = 0; t0 < n; t0 += TILE_V) {
+        const int64_t V = n - t0 < TILE_V ? n - t0 : TILE_V;
+        float *o = out + t0;
+#define TILE_CASE(r, vv) \
+    case (r) * 8 + (vv): tile(kind, rows, (r), v + t0, (vv), nb, bytes, o, WL_MAX_VECTORS); break
+        switch (R * 8 + V) {
+            TILE_CASE(1, 1); TILE_CASE(1, 2); TILE_CASE(1, 3); TILE_CASE(1, 4);
+            TILE_CASE(2, 1); TILE_CASE(2, 2); TILE_CASE(2, 3); TILE_CASE(2, 4);
+        default: break;
+        }
+#undef TILE_CASE
+    }
+}
 #endif
 
-/* row . x for one row of `kind` (a format of blocks of 32, or float) against the quantised (or the float) vector */
+/* row . x for one row of `kind` (a format of blocks of 32, or float) against one quantised (or the float) vector,
+ * where rows_dots does not take it: float rows, no AVX2, and with AVX-512 Q4_0, Q4_1 and Q8_0 (four blocks a step) */
 static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v, const float *restrict xf,
                      int64_t n_in) {
     const int64_t nb = n_in / 32;
@@ -215,20 +263,22 @@ static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v,
     }
     const int64_t bytes = wl_block_row_bytes(kind, 32);
 #ifdef BLOCKS_DPBUSD
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    float extra = 0.0f; /* Q4_1's and Q5_1's m_w s_x */
+    __m256 acc = _mm256_setzero_ps();
+    float extra = 0.0f; /* Q4_1's m_w s_x */
     int64_t b = 0;
 #ifdef BLOCKS_512
     if (kind == BK_Q8_0)
-        b = q8_groups(&acc0, row, v, nb / 4);
+        b = q8_groups(&acc, row, v, nb / 4);
     else if ((kind == BK_Q4_0 || kind == BK_Q4_1) && v->p != NULL)
-        b = q4_groups(&acc0, &extra, kind == BK_Q4_1, row, bytes, v, nb / 4);
+        b = q4_groups(&acc, &extra, kind == BK_Q4_1, row, bytes, v, nb / 4);
 #endif
     for (; b < nb; b++) {
         const block32 k = block32_load(kind, row + bytes * b, bytes);
-        block32_dot(&k, kind, v, b, b & 1 ? &acc1 : &acc0, &extra);
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(v->q + 32 * b));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(k.dw * v->d[b]), _mm256_cvtepi32_ps(block32_int(&k, kind, xv)), acc);
+        if (wl_with_min(kind)) extra += wl_f16_at(row + bytes * b + 2) * v->s[b];
     }
-    return hsum_pair(acc0, acc1) + extra;
+    return hsum8(acc) + extra;
 #else
     float acc = 0.0f;
     const int zero = kind == BK_Q4_0 ? 8 : kind == BK_Q5_0 ? 16 : 0;
@@ -254,33 +304,17 @@ static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v,
 #endif
 }
 
-#ifdef BLOCKS_DPBUSD
-#define BLOCKS_SHARED 1
-/* Whether n vectors' products on a row of `kind` go through row_dots: where row_dot takes the row one block at a
- * time (with AVX-512 Q4_0, Q4_1 and Q8_0 take four blocks a step, for one vector at a time) */
-static inline int shared_rows(int64_t kind) {
-#ifdef BLOCKS_512
-    return kind != BK_F32 && kind != BK_Q4_0 && kind != BK_Q4_1 && kind != BK_Q8_0;
+/* Whether a row of `kind` goes through rows_dots (in pairs of rows, for every vector count) */
+static inline int tiled(int64_t kind) {
+#ifndef BLOCKS_DPBUSD
+    (void)kind;
+    return 0;
+#elif defined(BLOCKS_512)
+    return kind != BK_F32 && !wl_is_kquant(kind) && kind != BK_Q4_0 && kind != BK_Q4_1 && kind != BK_Q8_0;
 #else
-    return kind != BK_F32;
+    return kind != BK_F32 && !wl_is_kquant(kind);
 #endif
 }
-
-/* row_dot for n vectors at once (a k-token step, prefill), each block of the row loaded and unpacked once for all
- * of them: per vector the same operations in the same order as row_dot's, so every sum is row_dot's bit for bit. */
-static void row_dots(int64_t kind, const uint8_t *restrict row, const q8_vec *v, int64_t n, int64_t n_in,
-                     float *restrict out) {
-    const int64_t nb = n_in / 32, bytes = wl_block_row_bytes(kind, 32);
-    __m256 acc[2][WL_MAX_VECTORS];
-    float extra[WL_MAX_VECTORS];
-    for (int64_t t = 0; t < n; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps(), extra[t] = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const block32 k = block32_load(kind, row + bytes * b, bytes);
-        for (int64_t t = 0; t < n; t++) block32_dot(&k, kind, &v[t], b, &acc[b & 1][t], &extra[t]);
-    }
-    for (int64_t t = 0; t < n; t++) out[t] = hsum_pair(acc[0][t], acc[1][t]) + extra[t];
-}
-#endif
 
 enum { MAX_SEGMENTS = 8 };
 #ifndef PREFETCH_ROWS
@@ -301,32 +335,39 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
     const blocks_ctx *c = (const blocks_ctx *)ctx_;
     const uint8_t *base = (const uint8_t *)c->m->w;
     int64_t s = 0;
-    for (int64_t o = begin; o < end; o++) {
+    for (int64_t o = begin; o < end;) {
         while (o >= c->first[s + 1]) s++;
-        const int64_t kind = c->kind[s];
-        const uint8_t *row = base + c->offset[s] + (o - c->first[s]) * c->row_bytes[s];
+        const int64_t kind = c->kind[s], bytes = c->row_bytes[s];
+        const uint8_t *row = base + c->offset[s] + (o - c->first[s]) * bytes;
+        /* two rows at a time where both are of this segment and go through rows_dots */
+        const int R = tiled(kind) && o + 1 < end && o + 1 < c->first[s + 1] ? 2 : 1;
 #if defined(__AVX2__)
-        /* the hardware's prefetch alone left row_dot waiting on memory (a model of ~100 MB streams from DRAM):
-         * fetch the row PREFETCH_ROWS ahead while this one computes */
-        if (o + PREFETCH_ROWS < end) {
-            const char *ahead = (const char *)row + PREFETCH_ROWS * c->row_bytes[s];
-            for (int64_t i = 0; i < c->row_bytes[s]; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
+        /* the hardware's prefetch alone left the products waiting on memory (a model of ~100 MB streams from
+         * DRAM): fetch the rows PREFETCH_ROWS ahead while these compute */
+        if (o + R + PREFETCH_ROWS <= end) {
+            const char *ahead = (const char *)row + PREFETCH_ROWS * bytes;
+            for (int64_t i = 0; i < R * bytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
         }
 #endif
-        const float bias = c->m->bias ? c->m->bias[o] : 0.0f;
-        float dots[WL_MAX_VECTORS];
+        float dots[2][WL_MAX_VECTORS];
         if (wl_is_kquant(kind)) {
             wl_q8k_vec k[WL_MAX_VECTORS];
             for (int64_t t = 0; t < c->n; t++) k[t] = c->v[t].k;
-            wl_kquant_dots(kind, row, k, c->n, c->n_in, dots);
+            wl_kquant_dots(kind, row, k, c->n, c->n_in, dots[0]);
         }
-#ifdef BLOCKS_SHARED
-        else if (c->n > 1 && shared_rows(kind))
-            row_dots(kind, row, c->v, c->n, c->n_in, dots);
+#ifdef BLOCKS_DPBUSD
+        else if (tiled(kind)) {
+            const uint8_t *rows[2] = {row, row + bytes};
+            rows_dots(kind, rows, R, c->v, c->n, c->n_in, dots[0]);
+        }
 #endif
         else
-            for (int64_t t = 0; t < c->n; t++) dots[t] = row_dot(kind, row, &c->v[t], c->x + t * c->xs, c->n_in);
-        for (int64_t t = 0; t < c->n; t++) c->y[t * c->ys + o] = dots[t] + bias;
+            for (int64_t t = 0; t < c->n; t++) dots[0][t] = row_dot(kind, row, &c->v[t], c->x + t * c->xs, c->n_in);
+        for (int r = 0; r < R; r++) {
+            const float bias = c->m->bias ? c->m->bias[o + r] : 0.0f;
+            for (int64_t t = 0; t < c->n; t++) c->y[t * c->ys + o + r] = dots[r][t] + bias;
+        }
+        o += R;
     }
 }
 
