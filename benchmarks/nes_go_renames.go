@@ -1,8 +1,10 @@
 // The rename cases of `waferline eval-nes` for Go, found by Go's own type checker (go/types, the resolver gopls
 // renames with), independently of the tree-sitter code under test (server/features/next_edit/lexical.py):
 //
-//	go run benchmarks/nes_go_renames.go FILE...   (GOPATH: the packages' sources; GO111MODULE=off)
+//	go build -o nes_go_renames benchmarks/nes_go_renames.go
+//	./nes_go_renames FILE...   (GOPATH: the packages' sources; GO111MODULE=off)
 //
+// (not `go run`, which would compile FILE... too). A summary of each package's type errors goes to stderr.
 // The files are type-checked a package (a folder and package clause) at a time; imports are read from source where
 // GOPATH or GOROOT has them, and are empty stand-ins where not (their selectors are not checked, which leaves
 // every local and parameter resolved). For each function (a `func` or a function literal), every named parameter
