@@ -83,9 +83,9 @@ def file_cases(text: str, candidates: list[dict[str, Any]], suffix: str, rng: ra
         if c["kind"] == "parameter":
             category = "rename-parameter" if others else "silent-unused-parameter"
         elif others:
-            category = "rename-local"
+            category = f"rename-{c['kind']}"  # a local (or Go's receiver)
         else:
-            continue  # a local never read: its rename is not a case of these kinds
+            continue  # a local (a receiver) never read: its rename is not a case of these kinds
         category = f"{category}-{suffix}"
         new = _new_name(text, name, rng)
         if new is None or per_category.get(category, 0) >= PER_FILE:
@@ -131,6 +131,11 @@ def ts_cases(packages: Path, typescript: Path, listing: Path, seed: int = 0, per
                 for case in file_cases(f.read_text(encoding="utf-8"), answer["candidates"], suffix, rng):
                     found.setdefault(case["category"], []).append({**case, "language": language, "source": source})
     print(f"candidates left out: {skipped}")
+    return choose(found, rng, per_category)
+
+
+def choose(found: dict[str, list[dict[str, Any]]], rng: random.Random, per_category: int) -> list[dict[str, Any]]:
+    """At most `per_category` cases of each category, drawn at random, in order of category, package, file, edit."""
     out = []
     for category in sorted(found):
         chosen = rng.sample(found[category], min(per_category, len(found[category])))

@@ -120,7 +120,9 @@ def summarize(
 ) -> dict[str, Any]:
     rows = list(zip(cases, answers, strict=True))
     structural = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language", "python") == "python"]
-    lexical = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language", "python") != "python"]
+    go = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language") == "go"]
+    lexical = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language", "python") not in
+               ("python", "go")]  # fmt: skip
     model = [(c, a) for c, a in rows if c["kind"] == "model"]
     out: dict[str, Any] = {}
     if structural:
@@ -132,6 +134,8 @@ def summarize(
             one = [(c, a) for c, a in lexical if c["language"] == language]
             figures[f"all-{language}"] = structural_figures([c for c, _ in one], [a for _, a in one])["all"]
         out["structural-js"] = {**figures, "all": total}
+    if go:
+        out["structural-go"] = structural_figures([c for c, _ in go], [a for _, a in go])
     if model:
         out["model"] = model_figures([c for c, _ in model], [a for _, a in model])
     inline_edit = stats.get("inlineEdit", {})
@@ -141,7 +145,11 @@ def summarize(
 
 
 def print_table(figures: dict[str, Any]) -> None:
-    for kind, title in (("structural", "Python"), ("structural-js", "JavaScript and TypeScript")):
+    for kind, title in (
+        ("structural", "Python"),
+        ("structural-js", "JavaScript and TypeScript"),
+        ("structural-go", "Go"),
+    ):
         if kind not in figures:
             continue
         print(f"{title} structural cases (whole file exact after accepting every suggestion)")

@@ -45,7 +45,7 @@ def test_repeat_baseline_and_the_figures() -> None:
 
 
 def test_shipped_cases_record_their_source_and_licence() -> None:
-    cases = read_cases(DATA, ["structural", "structural-js", "model"])
+    cases = read_cases(DATA, ["structural", "structural-js", "structural-go", "model"])
     assert {c["kind"] for c in cases} == {"structural", "model"}
     for c in cases:
         assert c["source"]["licence"] and c["source"]["file"]
@@ -66,8 +66,10 @@ def test_replay_through_the_server(tmp_path: Path, capsys) -> None:  # type: ign
     js = figures["structural-js"]
     assert js["all"]["cases"] == 6 and js["all"]["whole_file_exact"] == 1.0, "JS/TS opened in their language"
     assert js["all-javascript"]["cases"] + js["all-typescript"]["cases"] == 6
-    assert figures["server"]["inlineEdit"]["requests"] >= 18
-    assert len(json.loads(records.read_text())) == 18
+    go = figures["structural-go"]
+    assert go["all"]["cases"] == 6 and go["all"]["whole_file_exact"] == 1.0, "Go opened as Go, reported apart"
+    assert figures["server"]["inlineEdit"]["requests"] >= 24
+    assert len(json.loads(records.read_text())) == 24
 
 
 def test_threshold_sweep_drops_model_edits_under_the_threshold_only() -> None:

@@ -135,6 +135,19 @@ def test_substitution_in_any_language() -> None:
     assert s.follow() == text.replace("Get", "Lookup")
 
 
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [("python", "def f(err):\n    print(err)\n    print(err)\n"),
+     ("go", "func f(err error) {\n\tprint(err)\n\tprint(err)\n}\n")],
+)  # fmt: skip
+def test_a_variable_renamed_by_deleting_letters_is_left_to_the_rename_candidate(language: str, text: str) -> None:
+    # `err` typed over as `e` is the deletion of `rr`: the new word is still a variable (a use here, which the
+    # rename candidate does not follow), not a fragment for the sibling lines
+    s = Session(text, language)
+    s.edit("print(err", "err", "e")
+    assert s.ask() is None
+
+
 def test_rejected_edit_is_not_offered_again_at_that_version() -> None:
     s = Session(SHAPES)
     s.edit("total = ", "total", "t")

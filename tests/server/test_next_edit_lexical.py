@@ -4,6 +4,8 @@ file checked; and the renames that would not be exact, refused."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from next_edit_session import Session
 
@@ -147,6 +149,102 @@ def test_go_composite_literal_keys_are_refused() -> None:
     s = Session(text, "go")
     s.edit("f(name", "name", "label")
     assert s.ask() is None, "T{name: name}: the key is a field's name or the variable, not known"
+
+
+# Go: the scope of a variable declared in a function begins after its statement (`x := x` reads the outer x), a
+# function's parameters and its body's top level are one block (`v, err :=` there assigns a parameter `err`), and a
+# `:=` that declares a name again in its block is a use of it (go/types' reading: the eval-nes Go cases)
+GO_EQUAL = (
+    "package m\n\nfunc (a *W) Equal(b N) bool {\n\tif b, ok := b.(*W); ok {\n\t\treturn a.x == b.x\n\t}\n"
+    "\treturn false\n}\n"
+)
+GO_BLOCK = (
+    "package m\n\nfunc f(n int) int {\n\ttotal := n\n\t{\n\t\tm := total\n\t\ttotal := m * 2\n\t\tn = total\n\t}\n"
+    "\treturn total + n\n}\n"
+)
+GO_SWITCH = (
+    "package m\n\nfunc f(opts []O, v any) int {\n\tfor _, opt := range opts {\n"
+    "\t\tswitch opt := opt.filter(); opt.(type) {\n\t\tcase int:\n\t\t\treturn opt.n\n\t\t}\n\t}\n"
+    "\tswitch v := v.(type) {\n\tcase int:\n\t\treturn v\n\t}\n\treturn 0\n}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle", "old", "new", "expected"),
+    [
+        (GO_EQUAL, "if b", "b", "c", GO_EQUAL.replace("if b,", "if c,").replace("== b.x", "== c.x")),
+        (GO_EQUAL, "(b N", "b", "other", GO_EQUAL.replace("(b N", "(other N").replace("b.(*W)", "other.(*W)")),
+        (GO_BLOCK, "total := n", "total", "sum",
+         GO_BLOCK.replace("total := n", "sum := n").replace("m := total", "m := sum").replace("total + n", "sum + n")),
+        (GO_SWITCH, "_, opt", "opt", "o", GO_SWITCH.replace("_, opt", "_, o").replace("opt.filter", "o.filter")),
+        (GO_SWITCH, "switch opt", "opt", "p", GO_SWITCH.replace("switch opt", "switch p")
+         .replace("opt.(type)", "p.(type)").replace("opt.n", "p.n")),
+        (GO_SWITCH, "v any", "v", "value", GO_SWITCH.replace("v any", "value any").replace("v.(type)", "value.(type)")),
+    ],
+)  # fmt: skip
+def test_a_go_local_is_in_scope_after_its_statement(text: str, needle: str, old: str, new: str, expected: str) -> None:
+    s = Session(text, "go")
+    s.edit(needle, old, new)
+    assert s.follow() == expected
+
+
+def test_go_select_and_range_declare_with_colon_equals_only() -> None:
+    text = (
+        "package m\n\nfunc f(ch chan int, v int, m map[int]int) (k int) {\n\tselect {\n\tcase v := <-ch:\n"
+        "\t\treturn v\n\t}\n\tfor k = range m {\n\t}\n\treturn v + k\n}\n"
+    )
+    s = Session(text, "go")
+    s.edit("v int", "v", "w")
+    assert s.follow() == text.replace("v int", "w int").replace("v + k", "w + k"), "the case's own v is another"
+    s = Session(text, "go")
+    s.edit("case v", "v", "got")
+    assert s.follow() == text.replace("case v", "case got").replace("return v\n", "return got\n")
+    s = Session(text, "go")
+    s.edit("(k int)", "k", "key")
+    assert s.follow() == text.replace("(k int)", "(key int)").replace("for k =", "for key =").replace("+ k", "+ key")
+
+
+def test_go_colon_equals_again_assigns_the_variable() -> None:
+    text = (
+        "package m\n\nfunc f() (err error) {\n\ta, err := g()\n\tb, err := g()\n\tif err != nil {\n"
+        "\t\tc, err := g()\n\t\treturn h(c, err)\n\t}\n\treturn h(a, b, err)\n}\n"
+    )
+    s = Session(text, "go")
+    s.edit("(err error", "err", "e")
+    inner = "c, err := g()\n\t\treturn h(c, err)"
+    renamed = re.sub(r"\berr\b", "e", text)
+    assert s.follow() == renamed.replace(inner.replace("err", "e"), inner)
+    s = Session(text, "go")
+    s.edit("b, err", "err", "e")
+    assert s.ask() is None, "a use of the result err, not a declaration"
+    s = Session(text, "go")
+    s.edit("c, err", "err", "e")
+    assert s.follow() == text.replace(inner, inner.replace("err", "e")), "the block's own err"
+
+
+def test_go_composite_literal_keys_of_a_known_type() -> None:
+    # the literal's type decides what a key is: a struct declared in the file names fields, a map, slice or array
+    # (by its literal or declared in the file) takes expressions, and so does a lowercase key of another package's
+    # type (its unexported fields cannot be keys); an element of elided type is its outer literal's
+    text = (
+        "package m\n\ntype T struct{ name string }\ntype M map[string]int\n\nfunc f(name string) []any {\n"
+        "\treturn []any{&T{name: name}, M{name: 1}, map[string]T{name: {name: name}}, []T{{name: name}},\n"
+        "\t\turl.Values{name: nil}}\n}\n"
+    )
+    s = Session(text, "go")
+    s.edit("f(name", "name", "label")
+    expected = text.replace("f(name", "f(label").replace("T{name: name}", "T{name: label}").replace(
+        "M{name: 1}", "M{label: 1}").replace("T{name: {name: name}}", "T{label: {name: label}}").replace(
+        "{{name: name}}", "{{name: label}}").replace("Values{name:", "Values{label:")  # fmt: skip
+    assert s.follow() == expected
+    for unknown in ("Other{name: 1}", "[]Other{{name: 1}}", "map[string]Other{name: {name: 1}}"):
+        s = Session(text.replace("url.Values{name: nil}", unknown), "go")
+        s.edit("f(name", "name", "label")
+        assert s.ask() is None, unknown
+    exported = "package m\n\nfunc f(Name string) any {\n\treturn url.Values{Name: nil}\n}\n"
+    s = Session(exported, "go")
+    s.edit("f(Name", "Name", "Label")
+    assert s.ask() is None, "another package's exported field, or the variable"
 
 
 @pytest.mark.parametrize("language", ["javascript", "typescript"])

@@ -7,8 +7,9 @@ and JavaScript's `var`, else the block around it, the program at the top), so a 
 `identifier` of that name in the scope, except inside a nested scope that declares the name again. A rename is
 refused (exact or not shown) where the name is also spelled, in the variable's scope, in a way a rename of the
 variable alone cannot follow: JavaScript's `{name}` shorthand (the key would change with it), an import or export
-specifier, a Go composite literal's `name:` key (a field or a variable); or where the name is declared twice in the
-same scope (but JavaScript's `var x` twice in a function: one variable).
+specifier, a Go composite literal's `name:` key of a type not known (a field or a variable); or where the name is
+declared twice in the same scope (but JavaScript's `var x` twice in a function, and Go's later `x, err :=` in the
+block: one variable). Go's own rules (a name in scope after its statement, keys of known types) are lexical_go.py's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from waferline.server.features.next_edit import lexical_go
 from waferline.server.features.next_edit.source import Source, walk
 
 
@@ -85,8 +87,7 @@ def _refused(node: Node, rules: Rules) -> bool:
     if parent.type in rules.refused_parents:
         return True
     if rules is GO and parent.type == "literal_element":  # T{name: v}: a field's name or a variable, unknown
-        keyed = parent.parent
-        return keyed is not None and keyed.type == "keyed_element" and keyed.named_children[0] == parent
+        return lexical_go.key_kind(node) == "unknown"
     return False
 
 
@@ -153,7 +154,7 @@ def _go_declared_in(node: Node) -> Node | None:
         function = plist.parent if plist is not None else None
         return function if function is not None and function.type in GO.functions else None
     if parent.type in ("var_spec", "const_spec") and node in parent.children_by_field_name("name"):
-        return _nearest(parent, GO.blocks)
+        return _go_block(_nearest(parent, GO.blocks))
     if parent.type in ("function_declaration",) and parent.child_by_field_name("name") == node:
         return _nearest(parent, ("source_file",))
     if parent.type == "expression_list":
@@ -165,12 +166,26 @@ def _go_declared_in(node: Node) -> Node | None:
             if block is not None and block.type in ("if_statement", "switch_statement", "expression_switch_statement",
                                                     "for_statement", "type_switch_statement"):  # fmt: skip
                 return block  # an `if x := ...;` header: the statement's scope
-            return block
+            return _go_block(block)
         if holder.type == "range_clause" and holder.child_by_field_name("left") == parent:
-            return _nearest(holder, ("for_statement",))
+            return _nearest(holder, ("for_statement",)) if lexical_go.declares(holder) else None
+        if holder.type == "receive_statement" and holder.child_by_field_name("left") == parent:  # case v := <-ch:
+            return _nearest(holder, ("communication_case",)) if lexical_go.declares(holder) else None
         if holder.type == "type_switch_statement" and holder.child_by_field_name("alias") == parent:
             return holder
     return None
+
+
+def _go_block(block: Node | None) -> Node | None:
+    """A function body's own block is its parameters' (Go: one block; `v, err :=` there assigns a parameter)."""
+    parent = block.parent if block is not None and block.type == "block" else None
+    if parent is not None and parent.type in GO.functions and parent.child_by_field_name("body") == block:
+        return parent
+    return block
+
+
+def _visible_from(node: Node, scope: Node, rules: Rules) -> int:
+    return lexical_go.visible_from(node, scope) if rules is GO else scope.start_byte
 
 
 def variable_uses(src: Source, rules: Rules, node: Node, name: str) -> list[Node] | None:
@@ -181,13 +196,21 @@ def variable_uses(src: Source, rules: Rules, node: Node, name: str) -> list[Node
     if scope is None or decls is None:
         return None
     again = [d.node for d in decls if d.scope == scope and d.node != node]
+    if rules is GO and all(n.start_byte > node.start_byte and lexical_go.redeclares(n) for n in again):
+        again = []  # a later `x, err :=` in the block assigns this err
     if again and not (rules is JS and all(map(_js_var, [node, *again]))):
-        return None  # declared twice in one scope (Go's `x, err :=` again): which one is meant is not clear
-    shadowing = [d.scope for d in decls if d.scope != scope and _inside(d.scope, scope)]
+        return None  # declared twice in one scope: which one is meant is not clear
+    start = _visible_from(node, scope, rules)
+    hiding = [(d, _visible_from(d.node, d.scope, rules)) for d in decls if d.scope != scope and _inside(d.scope, scope)]
     out = []
     for n in walk(scope):
-        if n.type == "identifier" and src.node_text(n) == name and not any(_inside(n, s) for s in shadowing):
-            out.append(n)
+        if n.type != "identifier" or src.node_text(n) != name or (n != node and n.start_byte < start):
+            continue
+        if any(_inside(n, d.scope) and (n == d.node or n.start_byte >= at) for d, at in hiding):
+            continue  # a nested declaration's, from where it is in scope
+        if rules is GO and lexical_go.key_kind(n) == "field":
+            continue
+        out.append(n)
     return out
 
 

@@ -59,7 +59,7 @@ def substitution_edits(src: Source, language_id: str, start: int, end: int, even
     line_start = src.text.rfind("\n", 0, fragment_at) + 1
     bare = re.fullmatch(r"(?:[^\W\d]|\$)[\w$]*" if word is _JS_WORD else r"[^\W\d]\w*", old) is not None
     if bare and language_id in NAMED_VARIABLES:
-        node = src.node_at(start, end)
+        node = src.node_at(fragment_at, fragment_at + len(new))  # the new word (an edit may be a deletion)
         if node is not None and (is_name(node) if language_id == "python" else node.type == "identifier"):
             return  # a variable: the rename candidate knows its scope
     dotted = bare and fragment_at > 0 and src.text[fragment_at - 1] == "."
