@@ -326,9 +326,10 @@ class Transformer:
         out = []
         for i in range(0, len(tokens), size):
             chunk = tokens[i : i + size]
-            logits = fused.many(chunk, kv, start + i)
+            # last_only: the chunks before the last write their K/V and skip the head, the last makes one row
+            rows = None if not last_only else 1 if i + size >= len(tokens) else 0
+            out.append(fused.many(chunk, kv, start + i, rows=rows))
             self.device.kv_advance(kv, start + i + len(chunk))
-            out.append(logits[-1:] if last_only else logits)
         return out[-1] if last_only else torch.cat(out)
 
     def row_stats(self, rows: Tensor, until_miss: Sequence[int] = ()) -> RowStats:

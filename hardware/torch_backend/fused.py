@@ -125,17 +125,20 @@ class CompiledStep:
             tops, maxes, lses = tops + more[0], maxes + more[1], lses + more[2]
         return tops, maxes, lses
 
-    def many(self, tokens: Sequence[int], kv: KVRef, pos: int) -> Tensor:
+    def many(self, tokens: Sequence[int], kv: KVRef, pos: int, *, rows: int | None = None) -> Tensor:
+        """Run the tokens at pos.. through the step: the logits of all of them (n, vocab), or of the last `rows`
+        (rows, vocab; 0: none, the head skipped)."""
         data = self._cache(kv)
         n, max_t, rc = len(tokens), data.shape[3], -1
         if 0 < n <= self.max_tokens:
             if self._ids is None:
                 self._ids = (ctypes.c_int64 * self.max_tokens)()
             self._ids[:n] = tokens
-            logits = torch.empty(n, self.vocab, dtype=torch.float32)
+            rows = n if rows is None else rows
+            logits = torch.empty(max(rows, 0), self.vocab, dtype=torch.float32)
             rc = self.lib.waferline_steps(
                 self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, self._ids, n, pos,
-                logits.data_ptr(), torch.get_num_threads(),
+                logits.data_ptr(), rows, torch.get_num_threads(),
             )  # fmt: skip
         if rc != 0:
             raise ValueError(

@@ -153,8 +153,8 @@ def library() -> ctypes.CDLL | None:
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.waferline_step.restype = ctypes.c_int
     lib.waferline_step.argtypes = [vp, vp, vp, vp, i64, i64, i64, vp, i64]  # dims, eps, ptrs, kv, max_t, token, pos,
-    lib.waferline_steps.restype = ctypes.c_int  # logits, threads; `steps` takes tokens, n where `step` takes token
-    lib.waferline_steps.argtypes = [vp, vp, vp, vp, i64, vp, i64, i64, vp, i64]
+    lib.waferline_steps.restype = ctypes.c_int  # `steps` takes tokens, n where `step` takes token, and n_logits
+    lib.waferline_steps.argtypes = [vp, vp, vp, vp, i64, vp, i64, i64, vp, i64, i64]
     lib.waferline_read.restype = ctypes.c_uint64
     lib.waferline_read.argtypes = [vp, vp, i64, i64]  # pointers, byte counts, how many, threads
     lib.waferline_pool_stats.argtypes = [vp]

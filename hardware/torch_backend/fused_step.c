@@ -128,17 +128,20 @@ static wl_matrix matrix(void *const *p, int64_t w, const float *bias, int64_t n_
 }
 
 /* Run tokens[0..n) at positions pos..pos+n-1 (the cache holds positions < pos), write their K/V, and write the
- * logits of each (n x vocab) to `logits`: token t attends to positions <= pos + t, as n one-token steps would, and
+ * logits of the last n_logits of them (n_logits x vocab, 0 <= n_logits <= n) to `logits`: a prompt's chunk that
+ * needs no logits skips the head (a 49,152-token vocabulary is a fifth of a small model's weights).
+ * Token t attends to positions <= pos + t, as n one-token steps would, and
  * every weight is read once for all n. `kv` holds `max_t` positions per layer and head (a session's cache may be
  * shorter than the model's context). The products and attention run on `threads` threads; the result does not
  * depend on how many. */
 int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t,
-                    const int64_t *tokens, int64_t n, int64_t pos, float *logits, int64_t threads) {
+                    const int64_t *tokens, int64_t n, int64_t pos, float *logits, int64_t n_logits, int64_t threads) {
     const int64_t dim = dims[D_DIM], n_layers = dims[D_LAYERS], H = dims[D_HEADS], KVH = dims[D_KV_HEADS];
     const int64_t D = dims[D_HEAD_DIM], inter = dims[D_INTER], vocab = dims[D_VOCAB];
     const int64_t wfmt = dims[D_WFMT], kvfmt = dims[D_KVFMT], embfmt = dims[D_EMBFMT];
     const float eps = *eps_p;
     if (n < 1 || n > STEP_MAX_TOKENS || pos < 0 || pos + n > max_t || max_t > dims[D_MAX_TOKENS]) return 1;
+    if (n_logits < 0 || n_logits > n) return 1;
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= vocab) return 1;
     const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D, HD = H * D, I2 = 2 * inter;
@@ -202,14 +205,17 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
         wl_linear(tmp, dim, hb, I2, n, &wdown, xq, sx, threads);
         for (int64_t i = 0; i < n * dim; i++) x[i] += tmp[i];
     }
-    for (int64_t t = 0; t < n; t++) rms_norm(xb + t * dim, x + t * dim, (const float *)ptrs[P_NORM], dim, eps);
+    if (n_logits == 0) return 0;
+    const int64_t first = n - n_logits;
+    for (int64_t t = first; t < n; t++)
+        rms_norm(xb + (t - first) * dim, x + t * dim, (const float *)ptrs[P_NORM], dim, eps);
     const wl_matrix head = matrix(ptrs, P_HEAD_W, NULL, dim, vocab, wfmt);
-    wl_linear(logits, vocab, xb, dim, n, &head, xq, sx, threads);
+    wl_linear(logits, vocab, xb, dim, n_logits, &head, xq, sx, threads);
     return 0;
 }
 
 /* One token: waferline_steps with n = 1. */
 int waferline_step(const int64_t *dims, const float *eps_p, void *const *ptrs, void *kv, int64_t max_t, int64_t token,
                    int64_t pos, float *logits, int64_t threads) {
-    return waferline_steps(dims, eps_p, ptrs, kv, max_t, &token, 1, pos, logits, threads);
+    return waferline_steps(dims, eps_p, ptrs, kv, max_t, &token, 1, pos, logits, 1, threads);
 }

@@ -203,9 +203,14 @@ def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_toke
     dtype = torch.float32 if weights == "float" else torch.bfloat16
     model = build("qwen2-gqa-bias-tied", dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
     assert model.fused is not None
-    calls: list[int] = []
+    calls: list[tuple[int, int | None]] = []  # tokens and logits rows of each call
     many = model.fused.many
-    model.fused.many = lambda tokens, kv, pos: calls.append(len(tokens)) or many(tokens, kv, pos)  # type: ignore[method-assign]
+
+    def counted(tokens: list[int], kv: Any, pos: int, *, rows: int | None = None) -> torch.Tensor:
+        calls.append((len(tokens), rows))
+        return many(tokens, kv, pos, rows=rows)
+
+    model.fused.many = counted  # type: ignore[method-assign]
     g = torch.Generator().manual_seed(9)
     for length in (3, fused.FLOAT_PREFILL_MAX, 40):
         tokens = torch.randint(0, model.args.vocab_size, (length,), generator=g)
@@ -220,7 +225,8 @@ def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_toke
         assert kv.length == rows_kv.length == length
         if weights == "int8" or length <= fused.FLOAT_PREFILL_MAX:
             chunks = [16] * (length // 16) + ([length % 16] if length % 16 else [])
-            assert calls == chunks * 2, calls  # last_only and all rows
+            # last_only: the chunks before the last skip the head, the last makes its last row; then all rows
+            assert calls == [(c, 0) for c in chunks[:-1]] + [(chunks[-1], 1)] + [(c, None) for c in chunks], calls
             assert torch.equal(rows, one) and torch.equal(last, one[-1:]), length
             assert torch.equal(kv.payload.data, one_kv.payload.data), length
         else:
@@ -238,6 +244,8 @@ def test_many_token_step_refuses_what_does_not_fit(compiled: None, monkeypatch: 
         model.fused.many([1, 70], kv, 0)  # 70 is past the vocabulary
     with pytest.raises(ValueError, match="refused 4 tokens"):
         model.fused.many([1, 2, 3, 4], kv, 18)  # past the cache
+    with pytest.raises(ValueError, match="refused 2 tokens"):
+        model.fused.many([1, 2], kv, 0, rows=3)  # more logits rows than tokens
     assert (
         len(model.forward(list(range(17)), kv, 0, last_only=False, like_steps=True)) == 17
     )  # more than one call takes: the per-op calls
