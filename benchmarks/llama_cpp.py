@@ -1,18 +1,20 @@
 """`waferline bench --llama-cpp`: waferline's decode beside llama.cpp's on the same weights, in one run.
 
 The model (a directory; the shipped one by default) is exported to GGUF twice (`waferline export`'s code: F32 and
-Q8_0), and one llama-server per file and thread count is started (`-t N -tb N --no-repack`: llama.cpp's repacking
-of Q8_0 weights for AMX crashed the server on these machines' CPUs). Then, round after round, each of waferline int8
-(the fused step's W8A8), llama.cpp Q8_0, waferline float32 and llama.cpp F32 decodes the same prompt (the same token
-ids) for the same number of new tokens at each thread count, greedy: interleaved, so that a shared machine's load
-drifts over all of them alike, and the order reversed every other round. llama.cpp's figure is its own
+Q8_0), and one llama-server per file and thread count is started (`-t N -tb N`), as a user runs it: with its
+repacked block layouts where one check load and completion works on this CPU, else `--no-repack` (llama.cpp's
+repacking of Q8_0 weights for AMX crashed the server on earlier machines' CPUs); the report says which. Then,
+round after round, each of waferline int8 (the fused step's W8A8), llama.cpp Q8_0, waferline float32 and llama.cpp
+F32 decodes the same prompt (the same token ids) for the same number of new tokens at each thread count, greedy:
+interleaved, so that a shared machine's load drifts over all of them alike, and the order reversed every other
+round. llama.cpp's figure is its own
 `timings.predicted_per_second` from `/completion` (`cache_prompt` off, `ignore_eos` on, so exactly `n_predict` new
 tokens; its timing leaves out the HTTP exchange); waferline's is `generate`'s decode rate (one-token steps over
 their time, sampling included, prefill excluded), as `waferline bench` reports it. The report gives the best and the
 median per way and the ratios (waferline / llama.cpp) of each, with the load average at the start and the end.
 
-With `--model FILE.gguf` both sides run that file as it is: llama-server, and waferline with the file's Q4_0, Q4_1
-and Q8_0 blocks kept (fused_blocks.c), ways "waferline blocks" and "llama.cpp file".
+With `--model FILE.gguf` both sides run that file as it is: llama-server, and waferline with the file's blocks kept
+(fused_blocks.c, fused_kquants.c), ways "waferline blocks" and "llama.cpp file".
 """
 
 from __future__ import annotations
@@ -36,22 +38,21 @@ WAYS = (
     ("llama.cpp F32", "f32"),
 )
 PAIRS = (("waferline int8", "llama.cpp Q8_0"), ("waferline float32", "llama.cpp F32"))
-# --model FILE.gguf: the file itself on both sides (waferline keeps its Q4_0/Q4_1/Q8_0 blocks, fused_blocks.c)
+# --model FILE.gguf: the file itself on both sides (waferline keeps its blocks, fused_blocks.c)
 FILE_WAYS = (("waferline blocks", "blocks"), ("llama.cpp file", "file"))
 FILE_PAIRS = (("waferline blocks", "llama.cpp file"),)
 
 
 def find_llama_server(folder: str | None) -> Path:
-    """llama-server in `folder`, else in $WAFERLINE_LLAMA_CPP_CACHE/<version>/bin (what `make llama-cpp` builds; by
-    default the checkout's .cache/llama.cpp), else on PATH; ValueError saying how to get one otherwise."""
+    """llama-server in `folder`, else in $WAFERLINE_LLAMA_CPP_CACHE/<version>/bin (what `make llama-cpp` builds; when
+    unset, the checkout's .cache/llama.cpp), else on PATH; ValueError saying how to get one otherwise."""
     candidates: list[Path] = []
     if folder:
         candidates.append(Path(folder).expanduser() / "llama-server")
     else:
         checkout = Path(__file__).resolve().parents[1] / ".cache" / "llama.cpp"  # an editable install's checkout
-        for cache in (os.environ.get("WAFERLINE_LLAMA_CPP_CACHE"), checkout):
-            if cache:
-                candidates += [s.parent / "bin" / "llama-server" for s in sorted(Path(cache).glob("*/.stamp"))]
+        cache = Path(os.environ.get("WAFERLINE_LLAMA_CPP_CACHE") or checkout)
+        candidates += [s.parent / "bin" / "llama-server" for s in sorted(cache.glob("*/.stamp"))]
         on_path = shutil.which("llama-server")
         if on_path:
             candidates.append(Path(on_path))
@@ -100,11 +101,16 @@ def healthy_server(
 
 
 @contextlib.contextmanager
-def llama_server(binary: Path, model: Path, threads: int, context: int, log: Path) -> Iterator[str]:
-    """A llama-server for `model` on a free port of 127.0.0.1 with `threads` threads; yields its URL once healthy."""
+def llama_server(
+    binary: Path, model: Path, threads: int, context: int, log: Path, *, repack: bool = True
+) -> Iterator[str]:
+    """A llama-server for `model` on a free port of 127.0.0.1 with `threads` threads; yields its URL once healthy.
+    repack: llama.cpp's default, its CPU-specific layouts of Q4_0/Q8_0 blocks (off: `--no-repack`)."""
     port = free_port()
     cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
-           "-tb", str(threads), "-c", str(context), "-np", "1", "--no-webui", "--no-repack"]  # fmt: skip
+           "-tb", str(threads), "-c", str(context), "-np", "1", "--no-webui"]  # fmt: skip
+    if not repack:
+        cmd.append("--no-repack")
     from waferline.cli import main
 
     env = dict(os.environ)
@@ -113,6 +119,19 @@ def llama_server(binary: Path, model: Path, threads: int, context: int, log: Pat
     url = f"http://127.0.0.1:{port}"
     with healthy_server(cmd, url, log, timeout_s=120, env=env):
         yield url
+
+
+def repacking_works(binary: Path, model: Path, log: Path) -> bool:
+    """Whether llama-server loads `model` with its repacked layouts and answers one completion on this CPU (on the
+    AMX Xeons of earlier sessions it crashed while repacking Q8_0/Q4_0: SIGSEGV)."""
+    import httpx
+
+    try:
+        with llama_server(binary, model, 1, 64, log) as url:
+            llama_decode(url, [1, 2, 3], 2)
+        return True
+    except (RuntimeError, OSError, httpx.HTTPError):  # it exited, stayed unhealthy, or died answering
+        return False
 
 
 def llama_decode(url: str, prompt: list[int], new_tokens: int) -> dict[str, float]:
@@ -179,11 +198,14 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
         else:
             files = {kind: export_gguf(model_dir, Path(tmp) / f"model-{kind}.gguf", kind) for kind in ("f32", "q8_0")}
         urls: dict[tuple[str, int], str] = {}
+        repack: dict[str, bool] = {}
         for kind, path in files.items():
+            # as a user runs it (repacked) where that works on this CPU, else with --no-repack
+            repack[kind] = repacking_works(binary, path, Path(tmp) / f"{kind}-repack-check.log")
             for t in thread_counts:
-                log(f"starting llama-server ({kind}, {t} thread(s))")
+                log(f"starting llama-server ({kind}, {t} thread(s), {'repacked' if repack[kind] else '--no-repack'})")
                 urls[kind, t] = stack.enter_context(
-                    llama_server(binary, path, t, context, Path(tmp) / f"{kind}-{t}.log")
+                    llama_server(binary, path, t, context, Path(tmp) / f"{kind}-{t}.log", repack=repack[kind])
                 )
 
         def once(way: str, what: str, t: int) -> dict[str, float]:
@@ -201,7 +223,8 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
                 samples[way, t].append(once(way, what, t))
     report: dict[str, Any] = {
         "model": str(model_dir), "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-        "repeats": args.repeats, "llama_server": str(binary), "uptime_start": uptime_start, "uptime_end": _uptime(),
+        "repeats": args.repeats, "llama_server": str(binary), "llama_repack": repack,
+        "uptime_start": uptime_start, "uptime_end": _uptime(),
         "decode_path": {fmt: "fused" if lm.model.fused is not None else "per-op" for fmt, lm in loaded.items()},
         "threads": {}, "ways": [w for w, _ in ways], "pairs": [list(p) for p in pairs],
     }  # fmt: skip
@@ -243,4 +266,5 @@ def print_report(report: dict[str, Any]) -> None:
             ratio = per[f"{ours} / {theirs}"]
             table.add_row(t, f"{ours} / {theirs}", f"{ratio['best']:.2f}x", f"{ratio['median']:.2f}x", "")
     Console().print(table)
-    print(f"start: {report['uptime_start']}\nend:   {report['uptime_end']}")
+    repack = ", ".join(f"{k} {'repacked' if v else '--no-repack'}" for k, v in report.get("llama_repack", {}).items())
+    print(f"llama.cpp: {repack}\nstart: {report['uptime_start']}\nend:   {report['uptime_end']}")

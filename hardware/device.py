@@ -36,7 +36,35 @@ class WeightRef:
 BLOCK_FORMATS = {
     "F32": (0, 1, 4), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24),
     "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
+    "Q4_0_X8": (102, 32, 18), "Q4_1_X8": (103, 32, 20),  # 8 rows interleaved at load (x8_interleave), never in a file
 }  # fmt: skip
+X8_BASE = {"Q4_0_X8": "Q4_0", "Q4_1_X8": "Q4_1"}  # an interleaved format's own
+
+
+def x8_interleave(rows: Tensor, kind: str) -> Tensor:
+    """(n, row bytes) uint8 rows of Q4_0 or Q4_1, n a multiple of 8 -> the same bytes as Q4_0_X8 / Q4_1_X8 (n, row
+    bytes): per group of 8 rows and per block, the 8 rows' d (and m), then 4 chunks of 32 bytes, chunk c holding
+    bytes 4c..4c+3 of each row's 16 bytes of q (fused_blocks.c multiplies them)."""
+    n, size = rows.shape
+    head = 2 if kind == "Q4_0" else 4
+    bs = head + 16
+    b = rows.view(n // 8, 8, size // bs, bs).permute(0, 2, 1, 3)  # group, block, row, block bytes
+    heads = b[..., :head].reshape(n // 8, size // bs, 8, head // 2, 2).permute(0, 1, 3, 2, 4)  # d's, then m's
+    q = b[..., head:].reshape(n // 8, size // bs, 8, 4, 4).permute(0, 1, 3, 2, 4)  # chunk c: each row's 4 bytes
+    out = torch.cat((heads.reshape(n // 8, size // bs, head * 8), q.reshape(n // 8, size // bs, 128)), dim=2)
+    return out.reshape(n, size).contiguous()
+
+
+def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
+    """x8_interleave's inverse: Q4_0_X8 / Q4_1_X8 rows (n, row bytes) -> the file's Q4_0 / Q4_1 rows."""
+    n, size = rows.shape
+    head = 2 if X8_BASE[kind] == "Q4_0" else 4
+    bs = head + 16
+    g = rows.reshape(n // 8, size // bs, 8 * bs)
+    heads = g[..., : 8 * head].reshape(n // 8, size // bs, head // 2, 8, 2).permute(0, 1, 3, 2, 4)
+    q = g[..., 8 * head :].reshape(n // 8, size // bs, 4, 8, 4).permute(0, 1, 3, 2, 4)
+    blocks = torch.cat((heads.reshape(n // 8, size // bs, 8, head), q.reshape(n // 8, size // bs, 8, 16)), dim=3)
+    return blocks.permute(0, 2, 1, 3).reshape(n, size).contiguous()
 
 
 @dataclass(eq=False)
@@ -78,6 +106,25 @@ class BlockWeight:
         """The same format with its rows replaced by `rows` (out', row bytes), e.g. reordered."""
         return BlockWeight(rows.contiguous().view(-1), (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
+    def interleaved(self) -> BlockWeight:
+        """The same weight with each Q4_0 / Q4_1 segment's whole groups of 8 rows (where the segment starts at a
+        multiple of 8) as Q4_0_X8 / Q4_1_X8 (x8_interleave), the rest as it is: the same bytes, moved."""
+        parts: list[Tensor] = []
+        segments: list[tuple[str, int]] = []
+        at = row = 0
+        for kind, n in self.segments:
+            size = self.row_bytes(kind)
+            part = self.data[at : at + n * size].view(n, size)
+            whole = n // 8 * 8 if kind in ("Q4_0", "Q4_1") and row % 8 == 0 else 0
+            if whole:
+                parts.append(x8_interleave(part[:whole], kind).view(-1))
+                segments.append((f"{kind}_X8", whole))
+            if n > whole:
+                parts.append(part[whole:].reshape(-1))
+                segments.append((kind, n - whole))
+            at, row = at + n * size, row + n
+        return BlockWeight(torch.cat(parts), self.shape, tuple(segments))
+
     @staticmethod
     def cat(parts: Sequence[BlockWeight]) -> BlockWeight:
         """Rows of `parts` one after another (torch.cat along the rows), one copy of their bytes."""
@@ -107,6 +154,9 @@ class BlockWeight:
             if kind == "F32":
                 out.append(part.contiguous().view(torch.float32).clone())
                 continue
+            if kind in X8_BASE:  # whole groups of 8 (rows=None: the kind's one segment), put back in the file's order
+                assert rows is None, f"{kind} rows are read by groups of 8"
+                part, kind = x8_deinterleave(part, kind), X8_BASE[kind]
             array = quants.dequantize(part.numpy(), GGMLQuantizationType[kind])
             out.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)))
         return torch.cat(out).reshape(-1, self.shape[1])

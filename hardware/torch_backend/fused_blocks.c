@@ -249,6 +249,72 @@ static void rows_dots(int64_t kind, const uint8_t *const *rows, int R, const q8_
 }
 #endif
 
+#if defined(__AVX2__) && defined(__F16C__) && !defined(BLOCKS_512)
+#define BLOCKS_X8 1
+/* Q4_0_X8 / Q4_1_X8: 8 rows of Q4_0 or Q4_1 interleaved, per block of 32 inputs 144 (160) bytes: the 8 rows' d
+ * (fp16, row r at 2 r), Q4_1 their m, then 4 chunks of 32 bytes, chunk c holding bytes 4 c .. 4 c + 3 of each row's
+ * 16 bytes of q (row r at 4 r): the same bytes as 8 rows of the file, moved. In a chunk's low nibbles lane r holds
+ * row r's weights 4 c .. 4 c + 3, in its high ones 16 + 4 c ..: one unsigned-by-signed multiply-add against those 4
+ * inputs broadcast serves all 8 rows, the 8 of a block summed in int16 (at most 16 products of 15 by 127 a lane:
+ * 30,480), then in int32, exactly; Q4_0's 8 sum x taken out; then d_w (8 lanes) d_x times it into 8 row lanes. */
+static void x8_dots(int64_t kind, const uint8_t *restrict g, const q8_vec *v, int64_t n, int64_t nb, float *out) {
+    const int min = kind == BK_Q4_1_X8;
+    const int64_t head = min ? 32 : 16, bb = head + 128;
+    const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    for (int64_t t0 = 0; t0 < n; t0 += 4) {
+        const int64_t V = n - t0 < 4 ? n - t0 : 4;
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = g + bb * b;
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+            __m256i w[8];
+            for (int c = 0; c < 4; c++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(blk + head + 32 * c));
+                w[2 * c] = _mm256_and_si256(raw, low);
+                w[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            }
+            for (int64_t t = 0; t < V; t++) {
+                const int8_t *x = v[t0 + t].q + 32 * b;
+                int32_t xs[8];
+                memcpy(xs, x, 16);
+                memcpy(xs + 4, x + 16, 16);
+                __m256i s = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(xs[0]));
+                s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w[1], _mm256_set1_epi32(xs[4])));
+                for (int c = 1; c < 4; c++) {
+                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w[2 * c], _mm256_set1_epi32(xs[c])));
+                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w[2 * c + 1], _mm256_set1_epi32(xs[4 + c])));
+                }
+                __m256i dot = _mm256_madd_epi16(s, ones);
+                if (!min) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(8 * v[t0 + t].sum[b]));
+                const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(v[t0 + t].d + b));
+                acc[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[t]);
+            }
+        }
+        if (min) /* m_w s_x per block, after the dots, in block order */
+            for (int64_t b = 0; b < nb; b++) {
+                const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + bb * b + 16)));
+                for (int64_t t = 0; t < V; t++)
+                    acc[t] = _mm256_fmadd_ps(m, _mm256_broadcast_ss(v[t0 + t].s + b), acc[t]);
+            }
+        for (int64_t t = 0; t < V; t++) {
+            float lanes[8];
+            _mm256_storeu_ps(lanes, acc[t]);
+            for (int r = 0; r < 8; r++) out[r * WL_MAX_VECTORS + t0 + t] = lanes[r];
+        }
+    }
+}
+#endif
+
+/* For the loader: whether this build multiplies Q4_0_X8 / Q4_1_X8 rows (AVX2 without AVX-512: with AVX-512 the
+ * four-block groups of one row are the faster product) */
+int64_t waferline_blocks_x8(void) {
+#ifdef BLOCKS_X8
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* row . x for one row of `kind` (a format of blocks of 32, or float) against one quantised (or the float) vector,
  * where rows_dots does not take it: float rows, no AVX2, and with AVX-512 Q4_0, Q4_1 and Q8_0 (four blocks a step) */
 static float row_dot(int64_t kind, const uint8_t *restrict row, const q8_vec *v, const float *restrict xf,
@@ -339,8 +405,9 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
         while (o >= c->first[s + 1]) s++;
         const int64_t kind = c->kind[s], bytes = c->row_bytes[s];
         const uint8_t *row = base + c->offset[s] + (o - c->first[s]) * bytes;
-        /* two rows at a time where both are of this segment and go through rows_dots */
-        const int R = tiled(kind) && o + 1 < end && o + 1 < c->first[s + 1] ? 2 : 1;
+        /* two rows at a time where both are of this segment and go through rows_dots; 8 for the X8 layouts (chunks
+         * of a multiple of 16 rows, segments of whole groups at multiples of 8: a group is never split) */
+        const int R = wl_is_x8(kind) ? 8 : tiled(kind) && o + 1 < end && o + 1 < c->first[s + 1] ? 2 : 1;
 #if defined(__AVX2__)
         /* the hardware's prefetch alone left the products waiting on memory (a model of ~100 MB streams from
          * DRAM): fetch the rows PREFETCH_ROWS ahead while these compute */
@@ -349,8 +416,12 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
             for (int64_t i = 0; i < R * bytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
         }
 #endif
-        float dots[2][WL_MAX_VECTORS];
-        if (wl_is_kquant(kind)) {
+        float dots[8][WL_MAX_VECTORS];
+        if (wl_is_x8(kind)) {
+#ifdef BLOCKS_X8
+            x8_dots(kind, row, c->v, c->n, c->n_in / 32, dots[0]);
+#endif
+        } else if (wl_is_kquant(kind)) {
             wl_q8k_vec k[WL_MAX_VECTORS];
             for (int64_t t = 0; t < c->n; t++) k[t] = c->v[t].k;
             wl_kquant_dots(kind, row, k, c->n, c->n_in, dots[0]);
@@ -375,9 +446,11 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
     if (table == NULL || table[0] < 1 || table[0] > MAX_SEGMENTS) return 0;
     int64_t rows = 0;
     for (int64_t i = 0; i < table[0]; i++) {
-        if (table[2 + 2 * i] < 0 || (table[1 + 2 * i] != BK_F32 && n_in % 32 != 0)) return 0;
-        if (wl_block_row_bytes(table[1 + 2 * i], n_in) < 0) return 0;
-        rows += table[2 + 2 * i];
+        const int64_t kind = table[1 + 2 * i], n = table[2 + 2 * i];
+        if (n < 0 || (kind != BK_F32 && n_in % 32 != 0)) return 0;
+        if (wl_block_row_bytes(kind, n_in) < 0) return 0;
+        if (wl_is_x8(kind) && (!waferline_blocks_x8() || rows % 8 != 0 || n % 8 != 0)) return 0; /* whole groups */
+        rows += n;
     }
     return rows == n_out;
 }

@@ -171,6 +171,7 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
     lib.waferline_int8_features.restype = ctypes.c_int64
+    lib.waferline_blocks_x8.restype = ctypes.c_int64
     _library = lib
     return lib
 

@@ -83,10 +83,19 @@ class TorchDevice:
             )
         return self._blocks
 
+    def _interleaves(self) -> bool:
+        """Whether Q4_0 / Q4_1 matrices are placed 8 rows interleaved (the fused step's faster product on AVX2
+        without AVX-512; BlockWeight.interleaved), unless WAFERLINE_GGUF_X8=0."""
+        lib = fused_library.library()
+        off = os.environ.get("WAFERLINE_GGUF_X8", "1").strip().lower() in ("0", "false", "no", "off")
+        return lib is not None and not off and bool(lib.waferline_blocks_x8())
+
     def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
         if isinstance(weight, BlockWeight):
             if role in ("linear", "embedding") and self.keeps_blocks():
                 self._counts["weight_bytes"] += 0 if role == "linear" and name == "lm_head" else weight.nbytes
+                if role == "linear" and name != "lm_head" and self._interleaves():  # a tied head's are the table's
+                    weight = weight.interleaved()
                 return WeightRef(name=name, shape=weight.shape, dtype=self.dtype, payload=weight)
             weight = weight.dequantize()
         w = weight.detach().to(device=self.torch_device)

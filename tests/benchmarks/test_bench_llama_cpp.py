@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from llama_cpp_support import llama_cpp_bin  # tests/support (on sys.path: tests/conftest.py)
 
-from waferline.benchmarks.llama_cpp import find_llama_server
+from waferline.benchmarks.llama_cpp import find_llama_server, repacking_works
 from waferline.cli.main import main
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # the bench sets torch's threads; put them back after
@@ -28,6 +28,17 @@ def test_the_side_by_side_reports_both_formats_beside_llama_cpp(capsys: pytest.C
     ratio = per["waferline int8 / llama.cpp Q8_0"]["best"]
     assert ratio == pytest.approx(per["waferline int8"]["decode_tok_s"] / per["llama.cpp Q8_0"]["decode_tok_s"])
     assert "load average" in report["uptime_start"] and "load average" in report["uptime_end"]
+    assert set(report["llama_repack"]) == {"f32", "q8_0"}  # how each llama-server ran: repacked or --no-repack
+    assert all(isinstance(v, bool) for v in report["llama_repack"].values())
+
+
+def test_a_llama_server_that_dies_loading_means_no_repacking(tmp_path: Path) -> None:
+    """A server that exits while loading (as llama.cpp did repacking Q8_0 for AMX) sends the bench to --no-repack."""
+    dies = tmp_path / "llama-server"
+    dies.write_text("#!/bin/sh\necho 'repack: SIGSEGV' >&2\nexit 139\n")
+    dies.chmod(0o755)
+    assert not repacking_works(dies, tmp_path / "model.gguf", tmp_path / "check.log")
+    assert "SIGSEGV" in (tmp_path / "check.log").read_text()
 
 
 def test_without_llama_server_the_error_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
 from waferline.engine.generate import generate
 from waferline.engine.gguf.write import export_gguf
 from waferline.engine.kvcache import Session
-from waferline.hardware.device import BLOCK_FORMATS, BlockWeight
+from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, x8_deinterleave
 from waferline.hardware.torch_backend import fused, fused_library
 
 KINDS = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
@@ -182,6 +182,50 @@ def test_a_table_the_product_cannot_read_is_refused() -> None:
     w = blocks("Q4_0", np.ones((4, 64), dtype=np.float32))
     bad = BlockWeight(w.data, (4, 64), (("Q4_0", 4),))
     bad.segments = (("Q4_0", 3),)  # rows the table does not cover
+    with pytest.raises(ValueError, match="refused"):
+        fused.blocks_linear(torch.ones(1, 64), bad)
+
+
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
+def test_eight_rows_interleaved_are_the_same_bytes_and_the_same_weights(kind: str) -> None:
+    g = np.random.default_rng(13)
+    w = blocks(kind, g.standard_normal((37, 96)))
+    x8 = w.interleaved()
+    assert x8.segments == ((f"{kind}_X8", 32), (kind, 5))  # whole groups of 8; the last 5 rows as they are
+    assert x8.nbytes == w.nbytes and not torch.equal(x8.data, w.data)
+    assert torch.equal(torch.sort(x8.data).values, torch.sort(w.data).values)  # moved, not changed
+    assert torch.equal(x8_deinterleave(x8.data[: 32 * w.row_bytes(kind)].view(32, -1), f"{kind}_X8"), w.rows()[:32])
+    assert torch.equal(x8.dequantize(), w.dequantize())
+    # a segment that starts off a multiple of 8 stays as it is (a group never straddles a chunk of rows)
+    mixed = BlockWeight.cat([blocks("Q8_0", g.standard_normal((3, 96))), w]).interleaved()
+    assert mixed.segments == (("Q8_0", 3), (kind, 37))
+
+
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
+def test_the_interleaved_product_is_the_rows_product(kind: str) -> None:
+    """Where this build has it (AVX2 without AVX-512): the same integer dots, summed per row lane in another float
+    order; n vectors equal one at a time, 2 threads equal 1, bit for bit."""
+    lib = fused_library.library()
+    assert lib is not None
+    g = np.random.default_rng(17)
+    w = blocks(kind, g.standard_normal((300, 576)))
+    x8 = w.interleaved()
+    x = torch.from_numpy(g.standard_normal((16, 576)).astype(np.float32))
+    if not lib.waferline_blocks_x8():
+        with pytest.raises(ValueError, match="refused"):  # a build without the product refuses the layout
+            fused.blocks_linear(x, x8)
+        pytest.skip("this build multiplies 8-row groups only on AVX2 without AVX-512")
+    rows, grouped = fused.blocks_linear(x, w), fused.blocks_linear(x, x8, threads=2)
+    assert (grouped - rows).abs().max() <= 1e-5 * rows.abs().max()
+    assert torch.equal(grouped, torch.cat([fused.blocks_linear(x[i : i + 1], x8, threads=1) for i in range(16)]))
+    assert (grouped - x @ w.dequantize().T).abs().max() <= 0.03 * rows.abs().max()
+
+
+def test_an_interleaved_segment_off_a_group_boundary_is_refused() -> None:
+    g = np.random.default_rng(19)
+    x8 = blocks("Q4_0", g.standard_normal((16, 64))).interleaved()
+    head = blocks("Q8_0", g.standard_normal((3, 64)))
+    bad = BlockWeight(torch.cat([head.data, x8.data]), (19, 64), (("Q8_0", 3), ("Q4_0_X8", 16)))
     with pytest.raises(ValueError, match="refused"):
         fused.blocks_linear(torch.ones(1, 64), bad)
 
