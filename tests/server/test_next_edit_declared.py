@@ -285,3 +285,13 @@ def test_signature_change_fixes_the_calls_in_java_and_c() -> None:
     s = Session(c, "c")
     s.edit("area(int w, int h) {", "int w, int h", "int w, int h, int depth")
     assert s.ask() is None, "main has no `depth` to pass"
+
+
+def test_rust_let_else_binding_is_followed_unless_it_may_be_a_constant() -> None:
+    text = "fn f(o: Option<i32>) -> i32 {\n    let Some(v) = o else {\n        return 0;\n    };\n    v + 1\n}\n"
+    s = Session(text, "rust")
+    s.edit("Some(v", "v", "n")
+    assert s.follow() == text.replace("Some(v", "Some(n").replace("v + 1", "n + 1")
+    s = Session(text.replace("v", "V"), "rust")
+    s.edit("Some(V", "V", "N")
+    assert s.ask() is None

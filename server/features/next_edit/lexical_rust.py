@@ -81,11 +81,13 @@ class RustScoping(Scoping):
             block = holder.parent
             if block is None or block.type != "block":
                 return None
+            if holder.child_by_field_name("alternative") is not None and self._constant(src, node, name):
+                return None  # `let Some(X) = v else {..}`: a refutable pattern
             return Scope(block, holder.end_byte, block.end_byte, holder.start_byte)
         if holder.type == "for_expression":
             body = holder.child_by_field_name("body")
             return None if body is None else Scope(holder, body.start_byte, holder.end_byte, top.start_byte)
-        if _maybe_constant(src, src.node_text(node)) or (name and _maybe_constant(src, name)):
+        if self._constant(src, node, name):
             return None  # a refutable pattern: the name may be a constant, not a binding
         if holder.type == "let_condition":
             branch = _branch_of(holder)
@@ -96,6 +98,9 @@ class RustScoping(Scoping):
         if arm is None or arm.type != "match_arm":
             return None
         return Scope(arm, top.end_byte, arm.end_byte, arm.start_byte)
+
+    def _constant(self, src: Source, node: Node, name: str) -> bool:
+        return _maybe_constant(src, src.node_text(node)) or bool(name and _maybe_constant(src, name))
 
     def binds(self, node: Node) -> bool:
         return _holder(node) is not None
