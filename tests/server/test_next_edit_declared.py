@@ -295,3 +295,18 @@ def test_rust_let_else_binding_is_followed_unless_it_may_be_a_constant() -> None
     s = Session(text.replace("v", "V"), "rust")
     s.edit("Some(V", "V", "N")
     assert s.ask() is None
+
+
+def test_paths_and_qualified_names_are_not_the_variable() -> None:
+    rust = "fn f(io: i32) -> i32 {\n    std::io::stdin();\n    io::read();\n    io + 1\n}\n"
+    s = Session(rust, "rust")
+    s.edit("f(io", "io", "n")
+    assert s.follow() == rust.replace("f(io", "f(n").replace("io + 1", "n + 1")
+    cpp = "int f(int max) {\n  return std::max(max, 2) + max;\n}\n"
+    s = Session(cpp, "cpp")
+    s.edit("f(int max", "max", "top")
+    assert s.follow() == cpp.replace("int max", "int top").replace("(max, 2) + max", "(top, 2) + top")
+    java = "class S {\n  int f(int util) {\n    java.util.List<String> l = null;\n    return util;\n  }\n}\n"
+    s = Session(java, "java")
+    s.edit("f(int util", "util", "u")
+    assert s.follow() == java.replace("int util", "int u").replace("return util", "return u")

@@ -91,28 +91,44 @@ def variable_uses(src: Source, sc: Scoping, r: Renamed) -> list[Node] | None:
         return None
 
 
+def occurrences(src: Source, names: tuple[str, ...], lo: int, hi: int) -> Iterator[tuple[Node, bool]]:
+    """The smallest node around each whole-word occurrence of one of `names` in the bytes `[lo, hi)`, and whether
+    it is exactly an identifier of that name (else a comment, a string, a macro's token, a longer name). Found in
+    the text, then in the tree: a scope's few occurrences, not its every node."""
+    pattern = re.compile(b"|".join(rb"(?<![\w$])" + re.escape(n.encode()) + rb"(?![\w$])" for n in names))
+    for m in pattern.finditer(src.data, lo, hi):
+        node = src.root.descendant_for_byte_range(m.start(), m.end())
+        if node is not None:
+            exact = node.type == "identifier" and node.start_byte == m.start() and node.end_byte == m.end()
+            yield node, exact
+
+
 def _uses(src: Source, sc: Scoping, scope: Scope, r: Renamed) -> Iterator[Node]:
     names = (r.old, r.new)
-    stack = [scope.container]
-    while stack:
-        n = stack.pop()
-        if n.end_byte <= scope.taken_from or n.start_byte >= scope.end:
+    for n, exact in occurrences(src, names, scope.taken_from, scope.end):
+        if _hidden(src, sc, scope.container, n, names) or not exact or n == r.node:
             continue
-        if n != scope.container and sc.opaque(src, n, names):
-            continue
+        text = src.node_text(n)
+        if text == r.new and (sc.binds(n) or sc.is_use(n)) and src.offset(n.start_byte) not in r.chained:
+            raise Refused  # the new name is taken
+        if text == r.old and n.start_byte >= scope.start:
+            if sc.binds(n):
+                raise Refused  # bound again: a shadowing, not followed
+            if sc.is_use(n):
+                yield n
+
+
+def _hidden(src: Source, sc: Scoping, container: Node, node: Node, names: tuple[str, ...]) -> bool:
+    """`node` lies in a subtree of `container` that holds none of the variable's uses (Refused: one that makes the
+    rename inexact: a macro's tokens, a shorthand, a nested class)."""
+    n: Node | None = node
+    while n is not None and n != container:
         if sc.refuses(src, n, names):
             raise Refused
-        if n.type == "identifier" and n != r.node:
-            text = src.node_text(n)
-            if text == r.new and (sc.binds(n) or sc.is_use(n)) and src.offset(n.start_byte) not in r.chained:
-                raise Refused  # the new name is taken
-            if text == r.old and n.start_byte >= scope.start:
-                if sc.binds(n):
-                    raise Refused  # bound again: a shadowing, not followed
-                if sc.is_use(n):
-                    yield n
-            continue
-        stack.extend(reversed(n.children))
+        if sc.opaque(src, n, names):
+            return True
+        n = n.parent
+    return False
 
 
 def rename_edits(src: Source, sc: Scoping, r: Renamed) -> list[Edit]:
@@ -132,13 +148,10 @@ def is_local(src: Source, sc: Scoping, r: Renamed) -> bool:
         function = function.parent
     if function is None or sc.binds(node) or not sc.is_use(node):
         return False
-    stack = [function]
-    while stack:
-        n = stack.pop()
-        if n.type == "identifier" and src.node_text(n) in (r.old, r.new) and sc.declared_at(src, n) is not None:
-            return True
-        stack.extend(n.children)
-    return False
+    return any(
+        exact and sc.declared_at(src, n) is not None
+        for n, exact in occurrences(src, (r.old, r.new), function.start_byte, function.end_byte)
+    )
 
 
 def declared_rename(

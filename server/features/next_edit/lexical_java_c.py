@@ -109,7 +109,7 @@ class JavaScoping(Scoping):
             return parent.named_children[0] == node
         if parent.type in _JAVA_NAMED:
             return not (_is_field(parent, node, "name") or _is_field(parent, node, "key"))
-        return _nearest(node, ("scoped_identifier", "import_declaration", "package_declaration")) is None
+        return True
 
     def opaque(self, src: Source, node: Node, names: tuple[str, ...]) -> bool:
         if node.type in _JAVA_BODIES:
@@ -205,9 +205,7 @@ class CScoping(Scoping):
 
     def is_use(self, node: Node) -> bool:
         parent = node.parent
-        if parent is None or parent.type in _C_NOT_VARIABLES:
-            return False
-        return _nearest(node, ("qualified_identifier", "attribute_declaration")) is None
+        return parent is not None and parent.type not in _C_NOT_VARIABLES
 
     def opaque(self, src: Source, node: Node, names: tuple[str, ...]) -> bool:
         if node.type == "field_declaration_list":

@@ -107,9 +107,9 @@ class RustScoping(Scoping):
 
     def is_use(self, node: Node) -> bool:
         n = node
-        while n.parent is not None and n.parent.type not in ("block", "source_file"):
+        while n.parent is not None and n.parent.type in (*_NOT_VARIABLES, "token_tree", "use_wildcard"):
             if n.parent.type in _NOT_VARIABLES:
-                return False
+                return False  # a path's part, a label, an import, an attribute
             n = n.parent
         parent = node.parent
         if parent is None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 from tree_sitter import Node
 
-from waferline.server.features.next_edit.lexical_declared import Scoping, declared_rename, word
+from waferline.server.features.next_edit.lexical_declared import Scoping, declared_rename, occurrences, word
 from waferline.server.features.next_edit.lexical_java_c import JAVA, SCOPINGS, C, defines_name
 from waferline.server.features.next_edit.lexical_rust import RUST
 from waferline.server.features.next_edit.signature import Args, Change, Param, fix_call
@@ -29,6 +29,7 @@ from waferline.syntax.edit_history import EditEvent
 _LISTS = {"rust": "parameters", "java": "formal_parameters", "c": "parameter_list"}
 _WRAP = {"rust": "fn _f{} {{}}\n", "java": "class _C {{ void _f{} {{}} }}\n", "c": "void _f{} {{}}\n"}
 _SCOPINGS: dict[str, Scoping] = {"rust": RUST, "java": JAVA, "c": C}
+_JAVA_BODIES = ("class_body", "interface_body", "enum_body")
 _COMMENTS = ("comment", "line_comment", "block_comment", "attribute_item")
 DECLARED: dict[str, Scoping] = {**SCOPINGS, "rust": RUST}
 
@@ -89,7 +90,7 @@ def _function(src: Source, language_id: str, params: Node) -> tuple[Node | None,
         if holder.type == "declaration_list" and (holder.parent is None or holder.parent.type != "mod_item"):
             return None, ""  # an impl's or a trait's method
         name = _name(src, parent)
-        same = [n for n in walk(src.root) if n.type == "function_item" and _name(src, n) == name]
+        same = [n for n in _identifiers(src, name, src.root) if _parent_type(n) == "function_item"]
         return (parent, name) if len(same) == 1 else (None, "")
     if language_id == "java":
         body = parent.parent
@@ -119,6 +120,10 @@ def _function(src: Source, language_id: str, params: Node) -> tuple[Node | None,
     if defines_name(src, name):
         return None, ""  # a macro of the name may be what is called
     return function, name
+
+
+def _parent_type(node: Node) -> str:
+    return node.parent.type if node.parent is not None else ""
 
 
 def _name(src: Source, node: Node) -> str:
@@ -162,34 +167,36 @@ def declared_call_site_edits(src: Source, language_id: str, change: Change, chai
 
 
 def _calls(src: Source, language_id: str, change: Change) -> Iterator[tuple[Node, Node]]:
-    if language_id == "java":
-        body = change.function.parent
-        assert body is not None
-        stack = list(reversed(body.children))
-        while stack:
-            n = stack.pop()
-            if n.type in ("class_body", "interface_body", "enum_body"):
-                continue  # a nested class: its own methods
-            if n.type == "method_invocation" and _name(src, n) == change.name:
-                obj, args = n.child_by_field_name("object"), n.child_by_field_name("arguments")
-                if (obj is None or obj.type == "this") and args is not None:
-                    yield n, args
-            stack.extend(reversed(n.children))
+    """The calls of the function by name: in the file (Rust, C), in its class but not a nested one (Java)."""
+    body = change.function.parent if language_id == "java" else src.root
+    if body is None:
         return
-    for n in walk(src.root):
-        f = n.child_by_field_name("function") if n.type == "call_expression" else None
-        args = n.child_by_field_name("arguments") if f is not None else None
-        if f is not None and args is not None and f.type == "identifier" and src.node_text(f) == change.name:
-            yield n, args
+    for n in _identifiers(src, change.name, body):
+        call = n.parent
+        if call is None:
+            continue
+        if language_id == "java":
+            obj = call.child_by_field_name("object")
+            if call.type != "method_invocation" or call.child_by_field_name("name") != n:
+                continue
+            if (obj is not None and obj.type != "this") or enclosing(n, _JAVA_BODIES) != body:
+                continue  # another object's method, or a nested class's
+        elif call.type != "call_expression" or call.child_by_field_name("function") != n:
+            continue
+        args = call.child_by_field_name("arguments")
+        if args is not None:
+            yield call, args
+
+
+def _identifiers(src: Source, name: str, within: Node) -> Iterator[Node]:
+    return (n for n, exact in occurrences(src, (name,), within.start_byte, within.end_byte) if exact)
 
 
 def _binds_in_caller(src: Source, sc: Scoping, call: Node, name: str, known: dict[int, bool]) -> bool:
     caller = enclosing(call, sc.functions)
     while caller is not None:
         if caller.id not in known:
-            known[caller.id] = any(
-                n.type == "identifier" and src.node_text(n) == name and sc.binds(n) for n in walk(caller)
-            )
+            known[caller.id] = any(sc.binds(n) for n in _identifiers(src, name, caller))
         if known[caller.id]:
             return True
         caller = enclosing(caller, sc.functions)
@@ -204,11 +211,10 @@ def _has_variable(sc: Scoping) -> Callable[[Source, Node, str], bool]:
             caller = enclosing(caller, sc.functions)  # the outermost function: a closure reads its variables too
         if caller is None:
             return False
-        for n in walk(caller):
-            if n.type == "identifier" and src.node_text(n) == name and n.start_byte < call.start_byte:
-                scope = sc.declared_at(src, n)
-                if scope is not None and scope.start <= call.start_byte < scope.end:
-                    return True
+        for n in _identifiers(src, name, caller):
+            scope = sc.declared_at(src, n) if n.start_byte < call.start_byte else None
+            if scope is not None and scope.start <= call.start_byte < scope.end:
+                return True
         return False
 
     return has_variable
