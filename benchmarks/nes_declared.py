@@ -7,7 +7,9 @@ as a user would (the name selected, the new one typed key by key), then `NextEdi
 applied and accepted until it is silent (the chain; its first --chain answers), timing each answer; then the same
 after the function's second parameter is deleted (its call sites). Two shapes per language: many small functions
 (`units`), and one function of the whole length (`long`: the rename's scope is the whole file). Prints the median
-and maximum of the answers of each chain, and how many edits it made; asserts nothing.
+and maximum of the answers of each chain, how many edits it made, the candidate alone (`declared_edits` on the
+document as the user's edit left it, median of 10, on a document of its own) and a full parse of the file beside it;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ import time
 
 from waferline.server.document import Document, readable_change
 from waferline.server.features.next_edit.feature import NextEdits
+from waferline.server.features.next_edit.signature_declared import declared_edits
+from waferline.server.features.next_edit.source import Source
+from waferline.syntax.edit_history import EditEvent
+from waferline.syntax.languages import parser_for
 
 UNITS = {
     "rust": ("fn unit_{i}(w: i32, h: i32) -> i32 {{\n    let total = w * h;\n    let p = Point {{ x: w, y: h }};\n"
@@ -93,8 +99,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chain", type=int, default=50, help="answers timed per chain at most (default: 50)")
 
 
+def user_edit(text: str, language: str, needle: str, candidate: str) -> tuple[Doc, int, int, EditEvent]:
+    """The document after the user's edit, where its new text is and the edit: `w` renamed `width` (rename), the
+    second parameter deleted (signature: its callers' second argument follows)."""
+    d = Doc(text, language)
+    if candidate == "rename":
+        at = text.index(needle) + needle.index("w")
+        d.type_over(needle, "w", "width")
+        return d, at, at + len("width"), EditEvent(at, "w", "width", 0.0)
+    at = text.index(", ", text.index(needle))
+    close = text.index(")", at)
+    d.replace(at, close, "")
+    return d, at, at, EditEvent(at, text[at:close], "", 0.0)
+
+
+def candidate_ms(d: Doc, start: int, end: int, event: EditEvent) -> tuple[float, float]:
+    """(the candidate alone: `declared_edits` on the document as the user's edit left it, a full parse of its
+    text), medians of 10 runs in ms."""
+    root = d.doc.syntax.root
+    parser = parser_for(d.doc.language_id)
+    assert root is not None and parser is not None
+    src, data, alone, parse = Source(d.doc.text.text, root), d.doc.text.text.encode(), [], []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        declared_edits(src, d.doc.language_id, start, end, event, frozenset())
+        t1 = time.perf_counter()
+        parser.parse(data)
+        alone.append((t1 - t0) * 1000)
+        parse.append((time.perf_counter() - t1) * 1000)
+    return statistics.median(alone), statistics.median(parse)
+
+
 def run(opts: argparse.Namespace) -> int:
-    print(f"{'language':<8} {'shape':<6} {'candidate':<10} {'lines':>5} {'edits':>5} {'p50 ms':>8} {'max ms':>8}")
+    print(f"{'language':<8} {'shape':<6} {'candidate':<10} {'lines':>5} {'edits':>5} {'p50 ms':>8} {'max ms':>8} "
+          f"{'alone ms':>8} {'parse ms':>8}")  # fmt: skip
     for language in ("rust", "java", "c", "cpp"):
         for shape in ("units", "long"):
             text, needle = make_file(language, opts.lines, shape)
@@ -102,17 +140,12 @@ def run(opts: argparse.Namespace) -> int:
                 times: list[float] = []
                 made = 0
                 for _ in range(opts.repeat):
-                    d = Doc(text, language)
-                    if candidate == "rename":
-                        d.type_over(needle, "w", "width")
-                    else:  # the second parameter deleted: its callers' second argument follows
-                        at = text.index(needle)
-                        cut = text.index(", ", at)
-                        d.replace(cut, text.index(")", cut), "")
-                    t, made = d.chain(opts.chain)
+                    t, made = user_edit(text, language, needle, candidate)[0].chain(opts.chain)
                     times.extend(t)
+                alone, parse = candidate_ms(*user_edit(text, language, needle, candidate))
                 print(f"{language:<8} {shape:<6} {candidate:<10} {text.count(chr(10)):>5} {made:>5} "
-                      f"{statistics.median(times):>8.2f} {max(times):>8.2f}", flush=True)  # fmt: skip
+                      f"{statistics.median(times):>8.2f} {max(times):>8.2f} {alone:>8.2f} {parse:>8.2f}",
+                      flush=True)  # fmt: skip
     return 0
 
 
