@@ -310,3 +310,19 @@ def test_paths_and_qualified_names_are_not_the_variable() -> None:
     s = Session(java, "java")
     s.edit("f(int util", "util", "u")
     assert s.follow() == java.replace("int util", "int u").replace("return util", "return u")
+
+
+def test_c_token_pasting_macro_used_by_the_function_refuses_its_renames() -> None:
+    # `a##j` makes `a0` out of `STEP(0)`, through STEPS too (hardware/torch_backend/fused_packed.c's chains: gcc
+    # rejected the renamed file); a function that uses no such macro is still followed
+    text = (
+        "#define STEP(j) a##j += 1\n#define STEPS() do { STEP(0); STEP(1); } while (0)\n"
+        "int f(void) {\n  int a0 = 0, a1 = 0;\n  STEPS();\n  return a0 + a1;\n}\n\n"
+        "int g(void) {\n  int a0 = 0;\n  return a0;\n}\n"
+    )
+    s = Session(text, "c")
+    s.edit("int a0", "a0", "b0")
+    assert s.ask() is None
+    s = Session(text, "c")
+    s.edit("int a0 = 0;\n  return", "a0", "b0")
+    assert s.follow() == text.replace("int a0 = 0;\n  return a0", "int b0 = 0;\n  return b0")

@@ -10,7 +10,8 @@ qualified name's parts (`std::max`, `a.b.C` in an import). Refused: a binding of
 (C's and C++'s shadowing in a nested block, a lambda's parameter, Java's `instanceof` pattern), a nested class body
 (Java's anonymous and local classes, a C++ local class) that spells either name (its inherited members are not
 known), a Java `case` label of either name (an enum constant), and in C and C++ the preprocessor: any `#` line
-inside the function, or a `#define` anywhere in the file that spells either name (its body may read the variable).
+inside the function, a `#define` anywhere in the file that spells either name (its body may read the variable),
+or one that pastes tokens (`a##j`) whose macro the function uses.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ _C_NOT_VARIABLES = ("qualified_identifier", "template_function", "destructor_nam
                     "preproc_function_def", "preproc_ifdef", "preproc_defined")  # fmt: skip
 _PREPROCESSOR = re.compile(r"(?m)^[ \t]*#(?:[^\n]*\\\n)*[^\n]*")
 _DEFINE = re.compile(r"[ \t]*#[ \t]*define\b")
+_MACRO_NAME = re.compile(r"[ \t]*#[ \t]*define[ \t]+(\w+)")
 
 
 def _c_holder(node: Node) -> tuple[Node, Node, bool] | None:
@@ -220,10 +222,19 @@ class CScoping(Scoping):
         function = scope.container if scope.container.type in _C_FUNCTIONS else _nearest(scope.container, _C_FUNCTIONS)
         f0, f1 = src.span(function if function is not None else scope.container)
         patterns = [word(n) for n in names]
+        macros: dict[str, str] = {}
         for m in _PREPROCESSOR.finditer(src.text):
-            if f0 <= m.start() < f1 or (_DEFINE.match(m.group()) and any(p.search(m.group()) for p in patterns)):
+            line = m.group()
+            if f0 <= m.start() < f1 or (_DEFINE.match(line) and any(p.search(line) for p in patterns)):
                 return True  # conditional compilation in the function, or a macro that may read the variable
-        return False
+            if (name := _MACRO_NAME.match(line)) is not None:
+                macros[name.group(1)] = line
+        pasting = {n for n, body in macros.items() if "##" in body}
+        while grown := {n for n, body in macros.items() if n not in pasting and any(word(p).search(body)
+                                                                                    for p in pasting)}:  # fmt: skip
+            pasting |= grown  # a macro that expands one that pastes
+        body = src.text[f0:f1]
+        return any(word(n).search(body) for n in pasting)  # `a##j`: a macro the function uses makes names
 
 
 JAVA = JavaScoping()
