@@ -64,7 +64,7 @@ def test_a_changed_use_is_not_a_rename() -> None:
 
 
 def test_rename_in_a_language_without_scope_rules_is_not_proposed() -> None:
-    s = Session("fn f(value: i32) -> i32 {\n    value\n}\n", "rust")  # Rust: no scope rules (lexical.py)
+    s = Session("function f(value)\n  return value\nend\n", "lua")  # Lua: no scope rules (lexical*.py)
     s.edit("f(value", "value", "amount")
     assert s.ask() is None
 

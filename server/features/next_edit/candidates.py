@@ -5,7 +5,8 @@
 3. the same textual substitution on sibling lines (features/next_edit/substitution.py).
 
 They read the document's own tree (Python's scopes for the first two, and JavaScript's, TypeScript's and Go's block
-scopes: features/next_edit/lexical.py, rename_lexical.py, signature_lexical.py; the third is text and works in any
+scopes: features/next_edit/lexical.py, rename_lexical.py, signature_lexical.py; Rust's, Java's, C's and C++'s:
+lexical_declared.py, lexical_rust.py, lexical_java_c.py, signature_declared.py; the third is text and works in any
 language);
 `elsewhere`, given only for a code action, finds a signature's call sites in other files
 (features/next_edit/elsewhere.py).
@@ -20,6 +21,7 @@ from waferline.server.features.next_edit.lexical import Rules, rules_for
 from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
 from waferline.server.features.next_edit.rename_lexical import IDENTIFIER_TYPES, lexical_rename_edits
 from waferline.server.features.next_edit.signature import Change, call_site_edits, signature_change
+from waferline.server.features.next_edit.signature_declared import declared_edits
 from waferline.server.features.next_edit.signature_lexical import lexical_call_site_edits, lexical_signature_change
 from waferline.server.features.next_edit.source import Edit, Source
 from waferline.server.features.next_edit.substitution import substitution_edits
@@ -60,6 +62,11 @@ def structural_candidates(
     rules = rules_for(language_id)
     if rules is not None:
         yield from _lexical(src, rules, language_id, start, end, event, chained)
+    declared = declared_edits(src, language_id, start, end, event, chained)  # Rust, Java, C, C++
+    if declared is not None:
+        yield from (Candidate(e, kind) for kind, e in declared[0])
+        if declared[1]:
+            return  # a local's rename or a followed signature's change: not the substitution's
     for e in substitution_edits(src, language_id, start, end, event):
         yield Candidate(e, "substitution")
 
