@@ -17,6 +17,7 @@ from waferline.engine.api import ChatRequest, Completion
 from waferline.engine.chat import chat_prompt_ids
 from waferline.engine.checkpoint import load_model
 from waferline.engine.kvcache import common_prefix
+from waferline.engine.loader import load
 from waferline.engine.local import LocalEngine
 
 TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>\n{{ m['content'] }}\n{% endfor %}<assistant>\n"
@@ -89,4 +90,4 @@ def test_another_model_holds_nothing_of_the_first_ones_prompt(write_checkpoint: 
 
 @pytest.mark.skipif(not SMOLLM2.is_file(), reason=f"SmolLM2 is not in the cache ({SMOLLM2}): make smollm2")
 def test_smollm2_answers_the_same_with_the_cached_start() -> None:
-    check_prefix_reuse(LocalEngine(load_model(SMOLLM2, backend="cpu", dtype="int8")))
+    check_prefix_reuse(LocalEngine(load(SMOLLM2, weights="int8")))
