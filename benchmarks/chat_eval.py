@@ -15,7 +15,8 @@ It prints, per system and kind, how many answers hold their facts with a 95% boo
 both systems: training/bootstrap.py), and for ask the engine's time to the first token (queue and prompt: when the
 first token was written), the client's time to the first streamed delta (each ask carries a `partialResultToken`,
 so the answer comes as `$/progress` deltas while it is written: server/features/ask_stream.py; from the request sent
-to the first delta received, p50 and p90) and to the whole answer, p50 and p95. It checks each streamed answer's
+to the first delta received, p50 and p90) and to the whole answer, p50 and p95, and the prompts' tokens (p50 of
+all, of those the chat model's KV session held already, of those it prefilled). It checks each streamed answer's
 deltas joined against the final one (`stream_ok`). A benchmark: it asserts nothing. `--json` prints the figures and
 every answer.
 """
@@ -210,7 +211,13 @@ def summarize(cases: list[dict[str, Any]], systems: dict[str, dict]) -> dict[str
                          "interval": [round(low, 3), round(high, 3)]}  # fmt: skip
         first = [a["timings"]["first_token_ms"] for a in run["answers"] if a["timings"]]
         whole = [a["seconds"] * 1000 for a in run["answers"] if a["kind"] == "ask" and a["timings"]]
-        out["ask_first_token_ms"] = {"p50": percentile(first, 0.5), "p95": percentile(first, 0.95), "n": len(first)}
+        out["ask_first_token_ms"] = {"p50": percentile(first, 0.5), "p90": percentile(first, 0.9),
+                                     "p95": percentile(first, 0.95), "n": len(first)}  # fmt: skip
+        # of each ask's prompt: its tokens, those its KV session held already (the shared start), those prefilled
+        tokens = [a["timings"] for a in run["answers"] if a["timings"] and "prefilled_tokens" in a["timings"]]
+        out["ask_prompt_tokens"] = {
+            k: percentile([t[k] for t in tokens], 0.5) for k in ("prompt_tokens", "reused_tokens", "prefilled_tokens")
+        }
         streamed = [a["stream"] for a in run["answers"] if a.get("stream") and a["stream"]["first_chunk_ms"]]
         chunk = [s["first_chunk_ms"] for s in streamed]
         out["ask_first_chunk_ms"] = {"p50": percentile(chunk, 0.5), "p90": percentile(chunk, 0.9), "n": len(chunk),
@@ -271,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
               f"whole answer p50 {whole['p50']} ms p95 {whole['p95']} ms; ready after {f['ready_s']} s")  # fmt: skip
         print(f"{'':10s} ask first streamed chunk p50 {fc['p50']} ms p90 {fc['p90']} ms (n={fc['n']}; "
               f"{fc['chunks_p50']} chunks an answer p50; deltas joined = the answer in {fc['stream_ok']})")  # fmt: skip
+        print(f"{'':10s} prompt tokens p50 {f['ask_prompt_tokens']}")
         print(f"{'':10s} {f['engine']}")
     if "difference" in figures:
         d = figures["difference"]

@@ -27,6 +27,7 @@ from waferline.server import memory, params
 from waferline.server.background import Background
 from waferline.server.document import Document, readable, readable_change
 from waferline.server.engine_state import ENGINE_STATE_METHOD, Problem, outage_message
+from waferline.server.features.ask import PromptMemory
 from waferline.server.features.hover import SummaryCache
 from waferline.server.features.inline import InlineCompletions
 from waferline.server.features.next_edit.feature import NextEdits
@@ -64,6 +65,7 @@ class WaferlineServer(LanguageServer):
         # prompts prefilled before the first keystroke (on open, focus, after an edit no request followed)
         self.warmups = WarmUps(self.inline, self.worker, self.documents, self.background, lambda: self.options)
         self.summaries = SummaryCache()  # model-written hover summaries
+        self.ask_prompts = PromptMemory()  # the evidence of the last ask's prompt, put first again when shared
         # next-edit suggestions and each document's edit history
         self.next_edits = NextEdits(self.documents, self.worker, self.indexing.files_using)
         self.experimental_capabilities = {"inlineEditProvider": True}  # in the initialize result (protocol.py)

@@ -30,7 +30,15 @@ from waferline.server.features.ask_stream import PROGRESS_METHOD, AnswerStream
 from waferline.server.features.hover import word_at
 from waferline.server.model_tasks import ASK_KEY, Budget, chat
 from waferline.server.params import field, position
-from waferline.server.repository.evidence import Evidence, evidence_prompt, gather_evidence, render_evidence_markdown
+from waferline.server.repository.evidence import (
+    Evidence,
+    EvidenceKey,
+    evidence_key,
+    evidence_prompt,
+    gather_evidence,
+    order_for_reuse,
+    render_evidence_markdown,
+)
 from waferline.server.repository.workspace import uri_to_path
 
 if TYPE_CHECKING:
@@ -38,7 +46,10 @@ if TYPE_CHECKING:
 
 ASK_METHOD = "waferline/ask"
 ASK_COMMAND = "waferline.ask"
-EVIDENCE_ITEMS = 8
+EVIDENCE_ITEMS = 8  # shown under the answer
+# Of them, the model reads the first this many: its first token waits for their prefill (~30 tokens a piece, ~7 ms a
+# token on a 2-core AVX2 machine), and with 5 its answers held their facts as often as with 8 (docs/chat-model.md).
+PROMPT_EVIDENCE_ITEMS = 5
 MAX_QUESTION_CHARS = 2000
 SYSTEM = (
     "You answer questions about a code repository using only the numbered evidence given. Cite evidence as [1], "
@@ -85,14 +96,31 @@ def ground_answer(text: str, evidence: list[Evidence], root: Path) -> str:
     return _CITE.sub(cite, _MENTION.sub(mention, text)).strip()
 
 
+class PromptMemory:
+    """Which evidence the last generated answer's prompt held, in its order: the next prompt puts those pieces it
+    shares first (`order_for_reuse`), so that the chat model's KV session serves them from its cache."""
+
+    def __init__(self) -> None:
+        self.last: list[EvidenceKey] = []
+
+    def order(self, evidence: list[Evidence]) -> tuple[list[Evidence], list[Evidence]]:
+        """(the pieces the model reads, in the order it reads them; all the pieces, numbered alike): the best
+        PROMPT_EVIDENCE_ITEMS by the index's order, those of the last prompt first; the rest after them."""
+        prompted = order_for_reuse(evidence[:PROMPT_EVIDENCE_ITEMS], self.last)
+        self.last = [evidence_key(e) for e in prompted]
+        return prompted, prompted + evidence[PROMPT_EVIDENCE_ITEMS:]
+
+
 def answer_timings(completion: Completion) -> dict[str, float]:
     """How long the answer took on the engine: waiting for it, the prompt, the first token (the two together: the
-    first token comes from the prompt's last position), writing the rest."""
+    first token comes from the prompt's last position), writing the rest; of the prompt's tokens, how many the KV
+    session held already and how many were computed."""
     queue, prefill = round(completion.queue_s * 1000, 1), round(completion.prefill_s * 1000, 1)
     return {
         "queue_ms": queue, "prefill_ms": prefill, "first_token_ms": round(queue + prefill, 1),
         "decode_ms": round(completion.decode_s * 1000, 1), "new_tokens": completion.new_tokens,
-        "prompt_tokens": completion.prompt_tokens,
+        "prompt_tokens": completion.prompt_tokens, "reused_tokens": completion.reused_tokens,
+        "prefilled_tokens": completion.prefilled_tokens,
     }  # fmt: skip
 
 
@@ -124,12 +152,15 @@ async def ask(ls: WaferlineServer, params: Any, *, partial_result_token: int | s
     root = indexes[0].root if indexes else Path("/")
     status = ls.indexing.status()
     note = f"*Note: {status}.*\n\n" if status else ""
+    await ls.worker.settled()
+    prompted = evidence
+    if ls.worker.can_chat() and evidence:
+        prompted, evidence = ls.ask_prompts.order(evidence)
     evidence_md = render_evidence_markdown(evidence, root)
     result: dict[str, Any] = {
         "question": question, "evidence": _evidence_json(evidence), "status": status, "answer": None,
         "generated": False,
     }  # fmt: skip
-    await ls.worker.settled()
     if not ls.worker.can_chat():
         result["model"] = "completion-only"
         result["markdown"] = (
@@ -142,7 +173,9 @@ async def ask(ls: WaferlineServer, params: Any, *, partial_result_token: int | s
     if not evidence:
         result["markdown"] = f"{note}{evidence_md}"
         return result
-    user = f"Evidence:\n\n{evidence_prompt(evidence, root)}\n\nQuestion: {question}"
+    # The constant part first (system prompt; the evidence, which a follow-up shares), the question last: the KV
+    # session keeps the start this prompt shares with the one before (engine/kvcache.py), so only the rest is prefilled.
+    user = f"Evidence:\n\n{evidence_prompt(prompted, root)}\n\nQuestion: {question}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
     stream = None
     if partial_result_token is not None:
@@ -151,12 +184,12 @@ async def ask(ls: WaferlineServer, params: Any, *, partial_result_token: int | s
         def send(value: dict[str, str]) -> None:
             ls.protocol.notify(PROGRESS_METHOD, types.ProgressParams(token=token, value=value))
 
-        stream = AnswerStream(send, lambda text: ground_answer(text, evidence, root))
+        stream = AnswerStream(send, lambda text: ground_answer(text, prompted, root))
     try:
         budget = Budget(ls.options.ask_max_tokens, ls.options.ask_time_budget_ms / 1000.0)
         on_text = stream.on_text if stream is not None else None
         completion = await chat(ls.worker, ASK_KEY, messages, budget, on_text=on_text)
-        answer = ground_answer(completion.text, evidence, root) if completion is not None else ""
+        answer = ground_answer(completion.text, prompted, root) if completion is not None else ""
         if stream is not None:
             stream.finish(answer)  # the last delta, before the response
     except ValueError as e:

@@ -126,3 +126,23 @@ def evidence_prompt(evidence: list[Evidence], workspace_root: Path) -> str:
             shown = e.path.as_posix()
         blocks.append(f"[{i}] {e.title} ({shown}:{e.range[0][0] + 1})\n{e.text}")
     return "\n\n".join(blocks)
+
+
+EvidenceKey = tuple[Path, int]  # what tells one piece of evidence from another: its file and first line
+
+
+def evidence_key(e: Evidence) -> EvidenceKey:
+    return (e.path, e.range[0][0])
+
+
+def order_for_reuse(evidence: list[Evidence], previous: list[EvidenceKey]) -> list[Evidence]:
+    """`evidence` with the pieces the previous prompt held first, in that prompt's order, then the rest in their own.
+
+    The chat model's KV session keeps the longest start the new prompt shares with the one before it (engine/kvcache.py
+    `Session.reuse_prefix`), and the evidence comes right after the constant system prompt: a question about the
+    same code (a follow-up, another question about one module) then prefills only the pieces that are new and the
+    question. It changes which number a piece has, never which pieces there are."""
+    now = {evidence_key(e): e for e in evidence}
+    kept = [now[k] for k in previous if k in now]
+    held = {evidence_key(e) for e in kept}
+    return kept + [e for e in evidence if evidence_key(e) not in held]
