@@ -15,12 +15,10 @@ asserts nothing.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import time
 
-from waferline.server.document import Document, readable_change
-from waferline.server.features.next_edit.feature import NextEdits
+from waferline.benchmarks.next_edit_session import Session
 from waferline.server.features.next_edit.signature_declared import declared_edits
 from waferline.server.features.next_edit.source import Source
 from waferline.syntax.edit_history import EditEvent
@@ -58,54 +56,19 @@ def make_file(language: str, lines: int, shape: str) -> tuple[str, str]:
     return body, needle
 
 
-class Doc:
-    def __init__(self, text: str, language: str) -> None:
-        self.doc = Document.open(f"file:///bench/units.{language}", language, text, version=1)
-        self.next_edits = NextEdits({self.doc.uri: self.doc})
-
-    def replace(self, start: int, end: int, new: str) -> None:
-        d = self.doc
-        before, version = d.text.text, d.text.version
-        change = d.text.apply_change((d.text.position_at(start), d.text.position_at(end)), new)
-        d.syntax.apply(readable_change(change))
-        d.text.version = version + 1
-        self.next_edits.changed(d, version, [(before, change)])
-
-    def type_over(self, needle: str, old: str, new: str) -> None:
-        at = self.doc.text.text.index(needle) + needle.index(old)
-        self.replace(at, at + len(old), new[:1])
-        for i, ch in enumerate(new[1:]):
-            self.replace(at + 1 + i, at + 1 + i, ch)
-
-    def chain(self, limit: int = 2000) -> tuple[list[float], int]:
-        """(ms of each answer, edits made) to the end of the chain; the last answer is the silent one."""
-        times, made = [], 0
-        for _ in range(limit):
-            t0 = time.perf_counter()
-            proposals = asyncio.run(self.next_edits.answer(self.doc, self.doc.text.version, 0))
-            times.append((time.perf_counter() - t0) * 1000)
-            if not proposals:
-                break
-            p = proposals[0]
-            self.replace(p.edit.start, p.edit.end, p.edit.new)
-            self.next_edits.accept(p.id)
-            made += 1
-        return times, made
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lines", type=int, default=1000, help="lines of each generated file (default: 1000)")
     parser.add_argument("--repeat", type=int, default=3, help="chains timed per language and shape (default: 3)")
     parser.add_argument("--chain", type=int, default=50, help="answers timed per chain at most (default: 50)")
 
 
-def user_edit(text: str, language: str, needle: str, candidate: str) -> tuple[Doc, int, int, EditEvent]:
+def user_edit(text: str, language: str, needle: str, candidate: str) -> tuple[Session, int, int, EditEvent]:
     """The document after the user's edit, where its new text is and the edit: `w` renamed `width` (rename), the
     second parameter deleted (signature: its callers' second argument follows)."""
-    d = Doc(text, language)
+    d = Session(text, language, uri=f"file:///bench/units.{language}")
     if candidate == "rename":
         at = text.index(needle) + needle.index("w")
-        d.type_over(needle, "w", "width")
+        d.edit(needle, "w", "width")
         return d, at, at + len("width"), EditEvent(at, "w", "width", 0.0)
     at = text.index(", ", text.index(needle))
     close = text.index(")", at)
@@ -113,7 +76,7 @@ def user_edit(text: str, language: str, needle: str, candidate: str) -> tuple[Do
     return d, at, at, EditEvent(at, text[at:close], "", 0.0)
 
 
-def candidate_ms(d: Doc, start: int, end: int, event: EditEvent) -> tuple[float, float]:
+def candidate_ms(d: Session, start: int, end: int, event: EditEvent) -> tuple[float, float]:
     """(the candidate alone: `declared_edits` on the document as the user's edit left it, a full parse of its
     text), medians of 10 runs in ms."""
     root = d.doc.syntax.root

@@ -5,8 +5,8 @@
 
 For each file that compiles as it is: declarations the candidate follows (parameters and locals,
 features/next_edit/lexical_declared.py), at most --per-file of them evenly spaced, each renamed `zz_<name>` key by
-key in a fresh session and the chain of suggestions followed to its end (benchmarks/nes_declared.py's `Doc`); when
-anything was proposed, the file is compiled again (the command, `{file}` replaced by a copy of the same name in a
+key in a fresh session and the chain of suggestions followed to its end (next_edit_session.Session); when anything
+was proposed, the file is compiled again (the command, `{file}` replaced by a copy of the same name in a
 temporary folder, `{dir}` by the original's folder).
 A rename that missed a use leaves the old name undeclared, one too many reads the new name where it is not
 declared: either fails to compile (but a missed use that a global of the old name still resolves). Prints how many
@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from waferline.benchmarks.nes_declared import Doc
+from waferline.benchmarks.next_edit_session import Session
 from waferline.server.features.next_edit.signature_declared import DECLARED
 from waferline.server.features.next_edit.source import Source, walk
 
@@ -42,7 +42,7 @@ def check_file(path: Path, language: str, command: str, per_file: int) -> tuple[
     copy = folder / path.name
     for n in decls[:: max(1, len(decls) // per_file)][:per_file]:
         name, (at, end) = src.node_text(n), src.span(n)
-        d = Doc(text, language)
+        d = Session(text, language, uri=f"file:///bench/units.{language}")
         d.replace(at, end, "z")
         d.replace(at + 1, at + 1, "z_" + name)
         d.chain(10_000)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from next_edit_session import Session
 
+from waferline.benchmarks.next_edit_session import Session
 from waferline.server.features.next_edit.filters import refusal
 from waferline.server.features.next_edit.source import Edit
 from waferline.syntax.edit_history import EditEvent

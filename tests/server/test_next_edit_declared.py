@@ -5,7 +5,8 @@ followed to the end of its chain and the whole file checked; and the renames tha
 from __future__ import annotations
 
 import pytest
-from next_edit_session import Session
+
+from waferline.benchmarks.next_edit_session import Session
 
 RUST = """fn area(w: i32, h: i32) -> i32 {
     let total = w * h;

@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from next_edit_session import Session
 
+from waferline.benchmarks.next_edit_session import Session
 from waferline.server.features.next_edit import lsp
 from waferline.server.features.next_edit.source import Edit
 from waferline.server.repository.index import WorkspaceIndex

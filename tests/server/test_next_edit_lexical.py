@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from next_edit_session import Session
+
+from waferline.benchmarks.next_edit_session import Session
 
 JS = """function area(value, scale = 2) {
   const total = value * value;

@@ -1,9 +1,11 @@
-"""An in-process next-edit session for the candidate tests: a document edited as a user would (a selection typed
-over key by key), the chain of suggestions followed to its end, other documents open beside it."""
+"""An in-process next-edit session: a document edited as a user would (a selection typed over key by key), the
+chain of suggestions followed to its end and timed, other documents open beside it. For the candidate tests and
+the structural next-edit benchmarks (benchmarks/nes_declared.py, nes_declared_check.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from waferline.server.document import Document, readable_change
 from waferline.server.features.next_edit.elsewhere import IndexedFiles
@@ -43,12 +45,23 @@ class Session:
         proposals = asyncio.run(self.next_edits.answer(self.doc, self.doc.text.version, 0))
         return proposals[0].edit if proposals else None
 
-    def follow(self, limit: int = 30) -> str:
+    def chain(self, limit: int = 30) -> tuple[list[float], int]:
+        """Follow the suggestions, each applied and accepted, until one is silent (at most `limit` answers): the ms
+        of each answer (the last is the silent one) and the edits made."""
+        times, made = [], 0
         for _ in range(limit):
+            t0 = time.perf_counter()
             proposals = asyncio.run(self.next_edits.answer(self.doc, self.doc.text.version, 0))
+            times.append((time.perf_counter() - t0) * 1000)
             if not proposals:
                 break
             p = proposals[0]
             self.replace(p.edit.start, p.edit.end, p.edit.new)
             self.next_edits.accept(p.id)
+            made += 1
+        return times, made
+
+    def follow(self, limit: int = 30) -> str:
+        """The text after the chain of suggestions (chain)."""
+        self.chain(limit)
         return self.doc.text.text
