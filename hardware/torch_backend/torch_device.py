@@ -69,6 +69,7 @@ class TorchDevice:
         self._rope: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id(cos), id(sin)) -> (P, 1, D) tables
         self._counts: dict[str, float] = {"weight_bytes": 0.0}
         self._blocks: bool | None = None  # keeps_blocks(), decided once
+        self._x8: bool | None = None  # _interleaves(), decided once
 
     # -- placement ---------------------------------------------------------------------------------------------------
     def keeps_blocks(self) -> bool:
@@ -85,10 +86,12 @@ class TorchDevice:
 
     def _interleaves(self) -> bool:
         """Whether Q4_0 / Q4_1 matrices are placed 8 rows interleaved (the fused step's faster product on AVX2
-        without AVX-512; BlockWeight.interleaved), unless WAFERLINE_GGUF_X8=0."""
-        lib = fused_library.library()
-        off = os.environ.get("WAFERLINE_GGUF_X8", "1").strip().lower() in ("0", "false", "no", "off")
-        return lib is not None and not off and bool(lib.waferline_blocks_x8())
+        without AVX-512; BlockWeight.interleaved), unless WAFERLINE_GGUF_X8=0; decided once, as keeps_blocks."""
+        if self._x8 is None:
+            lib = fused_library.library()
+            off = os.environ.get("WAFERLINE_GGUF_X8", "1").strip().lower() in ("0", "false", "no", "off")
+            self._x8 = lib is not None and not off and bool(lib.waferline_blocks_x8())
+        return self._x8
 
     def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
         if isinstance(weight, BlockWeight):
