@@ -411,7 +411,7 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
 #if defined(__AVX2__)
         /* the hardware's prefetch alone left the products waiting on memory (a model of ~100 MB streams from
          * DRAM): fetch the rows PREFETCH_ROWS ahead while these compute */
-        if (o + R + PREFETCH_ROWS <= end) {
+        if (!wl_is_x8(kind) && o + R + PREFETCH_ROWS <= end) {
             const char *ahead = (const char *)row + PREFETCH_ROWS * bytes;
             for (int64_t i = 0; i < R * bytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
         }

@@ -3,6 +3,7 @@ needs no reduction) against the row layout it replaces, and the C argmax/logsume
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
@@ -147,3 +148,25 @@ def test_row_stats_match_torch_and_hand_odd_rows_to_it(compiled: None, monkeypat
         assert t == r.float().argmax(dim=-1).tolist()
         assert m == pytest.approx(r.float().max(dim=-1).values.tolist())
         assert lse == pytest.approx(torch.logsumexp(r.float(), dim=-1).tolist(), rel=1e-5)
+
+
+def test_the_steps_exp_is_e_to_the_x_and_its_vector_lanes_are_the_scalar_ones(compiled: None) -> None:
+    """softmax's and SiLU's e^x (vectorised where the build has AVX-512 or AVX2, else scalar) against float64 on
+    values across its range, the clamped ends included; every vector lane bit for bit what the scalar tail gives the
+    same value (one value at a time takes the scalar path), so a row's values do not depend on where they fall."""
+    lib = fused_library.library()
+    assert lib is not None
+    lib.waferline_exp_shifted.restype = ctypes.c_float
+    lib.waferline_exp_shifted.argtypes = (ctypes.c_void_p, ctypes.c_int64, ctypes.c_float)
+    g = torch.Generator().manual_seed(5)
+    for n in (1, 7, 8, 15, 16, 17, 333):
+        v = (torch.rand(n, generator=g) * 175 - 95).float()  # a sum of up to 333 below float32 max
+        out = v.clone()
+        total = lib.waferline_exp_shifted(out.data_ptr(), n, ctypes.c_float(0.5))
+        one = v.clone()
+        for i in range(n):
+            lib.waferline_exp_shifted(one[i:].data_ptr(), 1, ctypes.c_float(0.5))
+        assert torch.equal(out, one), n
+        want = torch.exp(torch.clamp(v.double() - 0.5, -87.3, 88.3))
+        assert torch.all((out.double() - want).abs() <= 1e-5 * want + 1e-43), n  # e^-87.3 lies near FLT_MIN
+        assert math.isclose(total, float(want.sum()), rel_tol=1e-5), n
