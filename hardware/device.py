@@ -36,17 +36,20 @@ class WeightRef:
 BLOCK_FORMATS = {
     "F32": (0, 1, 4), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24),
     "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
-    "Q4_0_X8": (102, 32, 18), "Q4_1_X8": (103, 32, 20),  # 8 rows interleaved at load (x8_interleave), never in a file
+    # 8 rows interleaved at load (x8_interleave), never in a file
+    "Q4_0_X8": (102, 32, 18), "Q4_1_X8": (103, 32, 20), "Q5_0_X8": (106, 32, 22),
 }  # fmt: skip
-X8_BASE = {"Q4_0_X8": "Q4_0", "Q4_1_X8": "Q4_1"}  # an interleaved format's own
+X8_BASE = {"Q4_0_X8": "Q4_0", "Q4_1_X8": "Q4_1", "Q5_0_X8": "Q5_0"}  # an interleaved format's own
+X8_HEAD = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6}  # bytes before a block's 16 bytes of 4-bit q: d (m, or the fifth bits)
 
 
 def x8_interleave(rows: Tensor, kind: str) -> Tensor:
-    """(n, row bytes) uint8 rows of Q4_0 or Q4_1, n a multiple of 8 -> the same bytes as Q4_0_X8 / Q4_1_X8 (n, row
-    bytes): per group of 8 rows and per block, the 8 rows' d (and m), then 4 chunks of 32 bytes, chunk c holding
-    bytes 4c..4c+3 of each row's 16 bytes of q (fused_blocks.c multiplies them)."""
+    """(n, row bytes) uint8 rows of Q4_0, Q4_1 or Q5_0, n a multiple of 8 -> the same bytes as Q4_0_X8 / Q4_1_X8 /
+    Q5_0_X8 (n, row bytes): per group of 8 rows and per block, the 8 rows' d (Q4_1: then their m; Q5_0: then the low
+    16 bits of their fifth bits, then the high 16), then 4 chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of each
+    row's 16 bytes of q (fused_blocks.c multiplies them)."""
     n, size = rows.shape
-    head = 2 if kind == "Q4_0" else 4
+    head = X8_HEAD[kind]
     bs = head + 16
     b = rows.view(n // 8, 8, size // bs, bs).permute(0, 2, 1, 3)  # group, block, row, block bytes
     heads = b[..., :head].reshape(n // 8, size // bs, 8, head // 2, 2).permute(0, 1, 3, 2, 4)  # d's, then m's
@@ -56,9 +59,9 @@ def x8_interleave(rows: Tensor, kind: str) -> Tensor:
 
 
 def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
-    """x8_interleave's inverse: Q4_0_X8 / Q4_1_X8 rows (n, row bytes) -> the file's Q4_0 / Q4_1 rows."""
+    """x8_interleave's inverse: Q4_0_X8 / Q4_1_X8 / Q5_0_X8 rows (n, row bytes) -> the file's rows."""
     n, size = rows.shape
-    head = 2 if X8_BASE[kind] == "Q4_0" else 4
+    head = X8_HEAD[X8_BASE[kind]]
     bs = head + 16
     g = rows.reshape(n // 8, size // bs, 8 * bs)
     heads = g[..., : 8 * head].reshape(n // 8, size // bs, head // 2, 8, 2).permute(0, 1, 3, 2, 4)
@@ -107,15 +110,15 @@ class BlockWeight:
         return BlockWeight(rows.contiguous().view(-1), (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
     def interleaved(self) -> BlockWeight:
-        """The same weight with each Q4_0 / Q4_1 segment's whole groups of 8 rows (where the segment starts at a
-        multiple of 8) as Q4_0_X8 / Q4_1_X8 (x8_interleave), the rest as it is: the same bytes, moved."""
+        """The same weight with each Q4_0 / Q4_1 / Q5_0 segment's whole groups of 8 rows (where the segment starts at a
+        multiple of 8) as Q4_0_X8 / Q4_1_X8 / Q5_0_X8 (x8_interleave), the rest as it is: the same bytes, moved."""
         parts: list[Tensor] = []
         segments: list[tuple[str, int]] = []
         at = row = 0
         for kind, n in self.segments:
             size = self.row_bytes(kind)
             part = self.data[at : at + n * size].view(n, size)
-            whole = n // 8 * 8 if kind in ("Q4_0", "Q4_1") and row % 8 == 0 else 0
+            whole = n // 8 * 8 if kind in X8_HEAD and row % 8 == 0 else 0
             if whole:
                 parts.append(x8_interleave(part[:whole], kind).view(-1))
                 segments.append((f"{kind}_X8", whole))

@@ -35,9 +35,9 @@ enum { WL_INT8_VNNI = 1, WL_INT8_AVX2 = 2 };
 int64_t waferline_int8_features(void);
 /* GGUF block formats (ggml's type numbers) a W_BLOCKS matrix's segments, or the embedding (EMB_BLOCKS + kind), hold */
 enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 = 8, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14 };
-/* Q4_0 and Q4_1 with 8 rows interleaved (fused_blocks.c says how): the file's bytes rearranged at load where the
- * product on them is built (waferline_blocks_x8()), never in a file */
-enum { BK_Q4_0_X8 = 102, BK_Q4_1_X8 = 103 };
+/* Q4_0, Q4_1 and Q5_0 with 8 rows interleaved (fused_blocks.c says how): the file's bytes rearranged at load where
+ * the product on them is built (waferline_blocks_x8()), never in a file */
+enum { BK_Q4_0_X8 = 102, BK_Q4_1_X8 = 103, BK_Q5_0_X8 = 106 };
 enum { EMB_BLOCKS = 16 };
 enum { WL_MAX_VECTORS = 16 }; /* vectors one wl_linear call takes (the step's tokens at once) */
 enum { WL_CHUNK_BYTES = 32768 }; /* weight bytes per chunk of a product handed to a thread (whole blocks of rows) */
@@ -105,7 +105,9 @@ static inline float wl_f16_at(const uint8_t *p) {
 }
 static inline int wl_is_kquant(int64_t kind) { return kind == BK_Q4_K || kind == BK_Q5_K || kind == BK_Q6_K; }
 static inline int wl_with_min(int64_t kind) { return kind == BK_Q4_1 || kind == BK_Q5_1; }
-static inline int wl_is_x8(int64_t kind) { return kind == BK_Q4_0_X8 || kind == BK_Q4_1_X8; }
+static inline int wl_is_x8(int64_t kind) {
+    return kind == BK_Q4_0_X8 || kind == BK_Q4_1_X8 || kind == BK_Q5_0_X8;
+}
 
 /* -- fused_kquants.c ------------------------------------------------------------------------------------------------
  * An input vector quantised for K-quant products (llama.cpp's Q8_K): per 256 values q, the float scale d and the

@@ -58,7 +58,8 @@ int64_t wl_block_row_bytes(int64_t kind, int64_t n_in) {
     case BK_Q4_0_X8: return n_in / 32 * 18;
     case BK_Q4_1:
     case BK_Q4_1_X8: return n_in / 32 * 20;
-    case BK_Q5_0: return n_in / 32 * 22;
+    case BK_Q5_0:
+    case BK_Q5_0_X8: return n_in / 32 * 22;
     case BK_Q5_1: return n_in / 32 * 24;
     case BK_Q8_0: return n_in / 32 * 34;
     case BK_Q4_K:

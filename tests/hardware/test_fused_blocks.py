@@ -186,7 +186,7 @@ def test_a_table_the_product_cannot_read_is_refused() -> None:
         fused.blocks_linear(torch.ones(1, 64), bad)
 
 
-@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0"])
 def test_eight_rows_interleaved_are_the_same_bytes_and_the_same_weights(kind: str) -> None:
     g = np.random.default_rng(13)
     w = blocks(kind, g.standard_normal((37, 96)))
@@ -201,7 +201,7 @@ def test_eight_rows_interleaved_are_the_same_bytes_and_the_same_weights(kind: st
     assert mixed.segments == (("Q8_0", 3), (kind, 37))
 
 
-@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0"])
 def test_the_interleaved_product_is_the_rows_product(kind: str) -> None:
     """Where this build has it (AVX2 without AVX-512): the same integer dots, summed per row lane in another float
     order; n vectors equal one at a time, 2 threads equal 1, bit for bit."""
