@@ -47,7 +47,7 @@ def x8_interleave(rows: Tensor, kind: str) -> Tensor:
     """(n, row bytes) uint8 rows of Q4_0, Q4_1 or Q5_0, n a multiple of 8 -> the same bytes as Q4_0_X8 / Q4_1_X8 /
     Q5_0_X8 (n, row bytes): per group of 8 rows and per block, the 8 rows' d (Q4_1: then their m; Q5_0: then the low
     16 bits of their fifth bits, then the high 16), then 4 chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of each
-    row's 16 bytes of q (fused_blocks.c multiplies them)."""
+    row.s 16 bytes of q (fused_blocks_x8.c multiplies them)."""
     n, size = rows.shape
     head = X8_HEAD[kind]
     bs = head + 16

@@ -122,6 +122,23 @@ void wl_kquant_dequantize_row(float *out, const uint8_t *row, int64_t kind, int6
 void wl_quantize_q8k(int8_t *q, float *d, int16_t *bsum, const float *x, int64_t n);
 void wl_kquant_dots(int64_t kind, const uint8_t *row, const wl_q8k_vec *v, int64_t n, int64_t n_in, float *out);
 
+/* -- fused_blocks.c, fused_blocks_x8.c: products on blocks of 32 ----------------------------------------------- */
+/* An input vector quantised in blocks of 32: q (n_in bytes), and per block d, s = d sum q (fp16-rounded) and sum q;
+ * and, for K-quant rows, per 256 (k) */
+typedef struct {
+    const int8_t *q;
+    const int8_t *p; /* q reordered for 4-bit weights, 4 blocks (128 inputs) at a time: the 4 blocks' first 16
+                      * inputs side by side, then their last 16 (where the low and then the high nibbles of 4 blocks'
+                      * bytes land); NULL when the matrix has no 4-bit rows */
+    const float *d, *s;
+    const int32_t *sum;
+    wl_q8k_vec k;
+} wl_q8_vec;
+/* 8 rows of an X8 layout (a group: nb blocks) by n vectors: out[r * WL_MAX_VECTORS + t]; does nothing where the
+ * build has no X8 product (waferline_blocks_x8() is 0, and such a table is refused) */
+void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *out);
+int64_t waferline_blocks_x8(void); /* whether this build multiplies the X8 layouts (the loader asks it) */
+
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */
 void wl_attend_group(float *out, int64_t os, const float *q, int64_t qs, int64_t n, const void *kv, int64_t fmt,
                      int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *scores, float *row);
