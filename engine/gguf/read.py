@@ -230,15 +230,14 @@ def release_freed_memory() -> None:
     """Give the memory of the file's parse back to the system: gguf's reader makes several numpy objects of every
     vocabulary entry and merge (~160 MB for a 49,152-token vocabulary), and glibc keeps what they freed, so a 92 MB
     Q4_0 file left the process ~2x its size resident; malloc_trim returns the free pages (where there is glibc)."""
+    import contextlib
     import ctypes
     import ctypes.util
     import gc
 
     gc.collect()
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim this way
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim this way
-        pass
 
 
 def load_gguf(path: Path, device: Device) -> LoadedModel:
