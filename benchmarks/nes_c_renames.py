@@ -3,7 +3,8 @@ package `libclang`: `pip install -e '.[nes-cases]'`), independently of the tree-
 (server/features/next_edit/lexical_java_c.py).
 
 Each file is parsed as its own translation unit (`-std=gnu11`, the include folders its project needs, the system's
-headers). For each function definition of the file, each parameter (kind "parameter") and each local variable
+headers, no limit on errors). A file with a fatal error (a header not found: another platform's file) is left out.
+For each function definition of the file, each parameter (kind "parameter") and each local variable
 ("local") is a candidate, its locations every `DeclRefExpr` clang resolves to that declaration, at its spelling
 location (inside a macro invocation's argument: where the argument spells it). A function is left out whole when it
 holds a preprocessor line (`#if`: a branch not compiled is not seen, nor its uses) or a compile error; a candidate
@@ -46,7 +47,7 @@ def renames(path: Path, includes: list[Path]) -> dict[str, Any]:
     """{file, skipped, candidates} of one C file (`includes`: the folders of its project's headers)."""
     from clang.cindex import CursorKind, Index, TranslationUnit
 
-    args = ["-std=gnu11", "-D_GNU_SOURCE", *(f"-I{i}" for i in includes), *(f"-isystem{i}" for i in system_includes())]
+    args = ["-std=gnu11", "-D_GNU_SOURCE", "-ferror-limit=0", *(f"-I{i}" for i in includes), *(f"-isystem{i}" for i in system_includes())]
     tu = Index.create().parse(str(path), args=args, options=TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
     data = path.read_bytes()
     chars = char_offsets(data)
@@ -54,7 +55,9 @@ def renames(path: Path, includes: list[Path]) -> dict[str, Any]:
     errors = [d.location.offset for d in tu.diagnostics if d.severity >= 3 and d.location.file
               and d.location.file.name == name]  # fmt: skip
     skipped: dict[str, int] = {}
-    candidates = []
+    candidates: list[dict[str, Any]] = []
+    if any(d.severity >= 4 for d in tu.diagnostics):  # a header not found (another platform's): much is unknown
+        return {"file": name, "skipped": {"a fatal error in the file (a header not found)": 1}, "candidates": []}
 
     def skip(why: str, n: int = 1) -> None:
         skipped[why] = skipped.get(why, 0) + n

@@ -327,3 +327,57 @@ def test_c_token_pasting_macro_used_by_the_function_refuses_its_renames() -> Non
     s = Session(text, "c")
     s.edit("int a0 = 0;\n  return", "a0", "b0")
     assert s.follow() == text.replace("int a0 = 0;\n  return a0", "int b0 = 0;\n  return b0")
+
+
+def test_c_define_reading_a_field_of_the_name_does_not_refuse_the_rename() -> None:
+    # libuv's fs-poll.c: `#define uv__make_close_pending(h) uv__want_endgame((h)->loop, (h))` names a field `loop`,
+    # which no rename of a variable `loop` changes (before: every rename of `loop` in the file refused)
+    text = (
+        "#define PENDING(h) endgame((h)->loop, (h))\n#define READS() (loop + 1)\n"
+        "int f(int loop) {\n  return loop * 2;\n}\n"
+    )
+    s = Session(text.replace("#define READS() (loop + 1)\n", ""), "c")
+    s.edit("f(int loop", "loop", "lp")
+    assert s.follow() == text.replace("#define READS() (loop + 1)\n", "").replace("loop * 2", "lp * 2").replace(
+        "f(int loop", "f(int lp")
+    s = Session(text, "c")
+    s.edit("f(int loop", "loop", "lp")
+    assert s.ask() is None, "READS() may read the variable"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle", "old", "new", "expected"),
+    [
+        # ryu's, hex's, semver's: the standard library's expression macros read the variable like any expression
+        ("fn f(e: i32) -> u32 {\n    debug_assert!(e >= 0);\n    (e as u32 * 7) >> 2\n}\n", "f(e", "e", "e2",
+         "fn f(e2: i32) -> u32 {\n    debug_assert!(e2 >= 0);\n    (e2 as u32 * 7) >> 2\n}\n"),
+        ("fn f(f: &mut W, c: u8) -> R {\n    write!(f, \"bad {:?} at {}\", c, c.len())\n}\n", "W, c", "c", "ch",
+         "fn f(f: &mut W, ch: u8) -> R {\n    write!(f, \"bad {:?} at {}\", ch, ch.len())\n}\n"),
+        # a field, a method, a path's part among the tokens are not the variable; a nested expression macro is read
+        ("fn f(x: S) {\n    assert_eq!(x.x, S::x(), \"{}\", format!(\"{:?}\", x));\n}\n", "f(x", "x", "z",
+         "fn f(z: S) {\n    assert_eq!(z.x, S::x(), \"{}\", format!(\"{:?}\", z));\n}\n"),
+        ("fn f(n: usize) -> Vec<u8> {\n    vec![0; n]\n}\n", "f(n", "n", "len",
+         "fn f(len: usize) -> Vec<u8> {\n    vec![0; len]\n}\n"),
+    ],
+)  # fmt: skip
+def test_rust_expression_macros_are_followed(text: str, needle: str, old: str, new: str, expected: str) -> None:
+    s = Session(text, "rust")
+    s.edit(needle, old, new)
+    assert s.follow() == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("fn f(x: i32) {\n    println!(\"{}\", y = x);\n}\n", "a named argument"),
+        ("fn f(x: i32) {\n    assert!(v.iter().all(|x| x > 0), \"{}\", x);\n}\n", "a closure may bind x"),
+        ("fn f(x: S) {\n    assert!(x.ok() && m!(x));\n}\n", "a crate's macro among the tokens"),
+        ("fn f(x: S) {\n    assert!(matches!(x, S::A));\n}\n", "matches! holds a pattern"),
+        ("fn f(x: S) {\n    dbg!(S { x });\n}\n", "a `{...}` group: a shorthand"),
+        ("fn f(x: i32) {\n    println!(\"{x:?}\");\n}\n", "an inline format argument"),
+    ],
+)  # fmt: skip
+def test_rust_expression_macros_refuse_what_they_cannot_follow(text: str, why: str) -> None:
+    s = Session(text, "rust")
+    s.edit("f(x", "x", "z")
+    assert s.ask() is None, why

@@ -10,8 +10,8 @@ qualified name's parts (`std::max`, `a.b.C` in an import). Refused: a binding of
 (C's and C++'s shadowing in a nested block, a lambda's parameter, Java's `instanceof` pattern), a nested class body
 (Java's anonymous and local classes, a C++ local class) that spells either name (its inherited members are not
 known), a Java `case` label of either name (an enum constant), and in C and C++ the preprocessor: any `#` line
-inside the function, a `#define` anywhere in the file that spells either name (its body may read the variable),
-or one that pastes tokens (`a##j`) whose macro the function uses.
+inside the function, a `#define` anywhere in the file that spells either name (its body may read the variable;
+not after `->` or `.`, a field's name), or one that pastes tokens (`a##j`) whose macro the function uses.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ class CScoping(Scoping):
             return False
         function = scope.container if scope.container.type in _C_FUNCTIONS else _nearest(scope.container, _C_FUNCTIONS)
         f0, f1 = src.span(function if function is not None else scope.container)
-        patterns = [word(n) for n in names]
+        patterns = [re.compile(r"(?<!->)(?<!\.)" + word(n).pattern) for n in names]  # `(h)->loop` reads a field
         macros: dict[str, str] = {}
         for m in _PREPROCESSOR.finditer(src.text):
             line = m.group()
