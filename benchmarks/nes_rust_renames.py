@@ -33,7 +33,8 @@ BINDING = re.compile(
     r"\s*(?P<name>\w+)#\d+,\n\s*None,\n\s*\),\n\s*span: " + _SPAN.format("s")
 )
 USE = re.compile(r"Path \{\n\s*span: " + _SPAN.format("u") + r",\n\s*res: Local\(\n\s*(?P<id>HirId\([^\n]*\)),")
-SHORTHAND = re.compile(r"span: " + _SPAN.format("f") + r",\n\s*is_shorthand: true")
+SHORTHAND = re.compile(r"span: " + _SPAN.format("f") + r",\n\s*is_shorthand: true")  # an ExprField's
+PAT_SHORTHAND = re.compile(r"is_shorthand: true,\n\s*span: " + _SPAN.format("f"))  # a PatField's: the other order
 OR = re.compile(r"kind: Or\(")
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)\'|[()]|\n\s*span: ' + _SPAN.format("o"))
 
@@ -79,7 +80,8 @@ def renames(hir: str, files: Iterable[Path]) -> dict[str, dict[str, Any]]:
     for m in USE.finditer(hir):
         span = _span(m, "u", lines)
         uses.setdefault(m.group("id"), []).append(span if span is not None else ("", 0, 0, 0))
-    shorthands = {s[:3] for m in SHORTHAND.finditer(hir) if (s := _span(m, "f", lines)) is not None}
+    shorthands = {s[:3] for p in (SHORTHAND, PAT_SHORTHAND) for m in p.finditer(hir)
+                  if (s := _span(m, "f", lines)) is not None}  # fmt: skip
     ors = [s for m in OR.finditer(hir) if (s := _or_span(hir, m.end(), lines)) is not None]
     bindings: dict[str, tuple[str, str, tuple[str, int, int, int]]] = {}
     for m in BINDING.finditer(hir):

@@ -343,6 +343,11 @@ def test_c_define_reading_a_field_of_the_name_does_not_refuse_the_rename() -> No
     s = Session(text, "c")
     s.edit("f(int loop", "loop", "lp")
     assert s.ask() is None, "READS() may read the variable"
+    # libuv's tty.c: `#define isatty(fd) isreallyatty(fd)`: the body's fd is the macro's parameter
+    text = "#define isatty(fd) really(fd)\nint f(int fd) {\n  return isatty(fd);\n}\n"
+    s = Session(text, "c")
+    s.edit("f(int fd", "fd", "fd2")
+    assert s.follow() == text.replace("f(int fd", "f(int fd2").replace("isatty(fd);", "isatty(fd2);")
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ qualified name's parts (`std::max`, `a.b.C` in an import). Refused: a binding of
 (Java's anonymous and local classes, a C++ local class) that spells either name (its inherited members are not
 known), a Java `case` label of either name (an enum constant), and in C and C++ the preprocessor: any `#` line
 inside the function, a `#define` anywhere in the file that spells either name (its body may read the variable;
-not after `->` or `.`, a field's name), or one that pastes tokens (`a##j`) whose macro the function uses.
+not after `->` or `.`, a field's name, nor as one of the macro's parameters), or one that pastes tokens (`a##j`) whose macro the function uses.
 """
 
 from __future__ import annotations
@@ -158,6 +158,17 @@ def _c_holder(node: Node) -> tuple[Node, Node, bool] | None:
     return parent, child, first is not None and first.type == "function_declarator"
 
 
+_MACRO_PARAMS = re.compile(r"[ \t]*#[ \t]*define[ \t]+\w+\(([^)]*)\)")
+
+
+def _reads(define: str, names: tuple[str, ...], patterns: list[re.Pattern[str]]) -> bool:
+    """A `#define` line may read a variable of one of `names` (`patterns`: theirs, not after `->` or `.`): not
+    when it is one of the macro's own parameters (`#define isatty(fd) isreallyatty(fd)`)."""
+    params = _MACRO_PARAMS.match(define)
+    own = {p.strip() for p in params.group(1).split(",")} if params else set()
+    return any(n not in own and p.search(define) for n, p in zip(names, patterns, strict=True))
+
+
 def defines_name(src: Source, name: str) -> bool:
     """A `#define` of the file spells `name` (a macro of the name, or one whose body reads it)."""
     w = word(name)
@@ -225,7 +236,7 @@ class CScoping(Scoping):
         macros: dict[str, str] = {}
         for m in _PREPROCESSOR.finditer(src.text):
             line = m.group()
-            if f0 <= m.start() < f1 or (_DEFINE.match(line) and any(p.search(line) for p in patterns)):
+            if f0 <= m.start() < f1 or (_DEFINE.match(line) and _reads(line, names, patterns)):
                 return True  # conditional compilation in the function, or a macro that may read the variable
             if (name := _MACRO_NAME.match(line)) is not None:
                 macros[name.group(1)] = line
