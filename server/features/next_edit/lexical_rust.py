@@ -4,7 +4,9 @@ Followed: a function's or closure's parameter (its whole function), a `let` bind
 statement to the end of its block: `let x = x + 1;` reads the `x` before it), a `for` pattern's binding (the loop's
 body), an `if let`/`while let` binding (from the pattern to the end of the branch taken) and a `match` arm's binding
 (the arm), nested in any pattern (`(a, mut b)`, `Some(v)`, `Point { x: px, .. }`). A binding of the old name again
-in the scope is a shadowing: refused. In a refutable pattern (`if let`, `match`) a name that may be a constant
+in the scope is a shadowing: the rename follows the uses around the new variable's scope (`let x = x + 1;` reads
+the old `x`, the lines after it the new one; `for x in x {..}`, a closure's `|x|`), and is refused where that
+scope is not known (a refutable pattern's name that may be a constant) or reaches past the old variable's. In a refutable pattern (`if let`, `match`) a name that may be a constant
 (capitalised, or a `const`, `static` or `use` of the file names it) is not followed. Not a variable: a path's parts
 (`a::b`), a field, a label, a macro's name; nested items (`fn`, `impl`, `mod`, ...: they cannot see the function's
 locals) are skipped, or refused when one is named with the old or the new name. The standard library's macros whose
@@ -57,6 +59,7 @@ def _holder(node: Node) -> tuple[Node, Node] | None:
 
 class RustScoping(Scoping):
     functions = ("function_item", "closure_expression")
+    follows_past_shadowing = True  # `let text = dot(text)?;`: the old variable's uses stop where the new one's start
 
     def declared_at(self, src: Source, node: Node, name: str = "") -> Scope | None:
         found = _holder(node)
