@@ -47,7 +47,8 @@ def renames(path: Path, includes: list[Path]) -> dict[str, Any]:
     """{file, skipped, candidates} of one C file (`includes`: the folders of its project's headers)."""
     from clang.cindex import CursorKind, Index, TranslationUnit
 
-    args = ["-std=gnu11", "-D_GNU_SOURCE", "-ferror-limit=0", *(f"-I{i}" for i in includes), *(f"-isystem{i}" for i in system_includes())]
+    args = ["-std=gnu11", "-D_GNU_SOURCE", "-ferror-limit=0", *(f"-I{i}" for i in includes),
+            *(f"-isystem{i}" for i in system_includes())]  # fmt: skip
     tu = Index.create().parse(str(path), args=args, options=TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
     data = path.read_bytes()
     chars = char_offsets(data)
@@ -68,7 +69,8 @@ def renames(path: Path, includes: list[Path]) -> dict[str, Any]:
         if fn.location.file.name != name:
             continue
         start, end = fn.extent.start.offset, fn.extent.end.offset
-        declared = [c for c in fn.walk_preorder() if c.kind in (CursorKind.PARM_DECL, CursorKind.VAR_DECL) and c.spelling]
+        variables = (CursorKind.PARM_DECL, CursorKind.VAR_DECL)
+        declared = [c for c in fn.walk_preorder() if c.kind in variables and c.spelling]
         if re.search(rb"^[ \t]*#", data[start:end], re.M):
             skip("a preprocessor line in the function", len(declared))
             continue

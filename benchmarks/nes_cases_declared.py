@@ -148,7 +148,8 @@ def declared_cases(
                     skipped[f"files under {licence}"] = skipped.get(f"files under {licence}", 0) + 1
                 elif wanted(path, text, language):
                     chosen.append((path, f.resolve(), str(licence)))
-            found_here = answers(language, root.resolve(), folder, [f for _, f, _ in chosen], [root / i for i in includes])
+            paths, folders = [f for _, f, _ in chosen], [root / i for i in includes]
+            found_here = answers(language, root.resolve(), folder, paths, folders)
             n = 0
             for path, f, licence in chosen:
                 answer = found_here[str(f)]

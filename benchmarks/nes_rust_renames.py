@@ -4,15 +4,16 @@ tree-sitter code under test (server/features/next_edit/lexical_rust.py): a crate
     RUSTC_BOOTSTRAP=1 rustc --crate-type lib --edition E --cfg 'feature="std"' ... -Zunpretty=hir-tree src/lib.rs
 
 (the HIR after name resolution, printed as Rust's `Debug` of its tree: no type checking), and every binding of a
-variable (a `Pat`'s `Binding`, with its `HirId` and span) is paired with every path that resolves to it
-(`res: Local(HirId)`, with its span). A binding that is a function's or closure's parameter is kind "parameter",
-any other (`let`, `for`, `if let`, `match`, a pattern's part) "local". A candidate is left out when a use or the
-binding lies in a macro's expansion (a span whose syntax context is not `#0`: the text there is not the
-variable's), when the text at a span is not the name (a `mut`/`ref` binding is matched at its end), when a use or
-the binding is a struct field shorthand (`Foo { x }`: the field's name would change with it), when a use comes
-before the binding, when the binding is in an or-pattern (`A(x) | B(x)` binds one variable at two places, two
-`HirId`s), or when a `#[cfg` lies in its scope (the code it leaves out is not lowered: its uses are not seen). Mentions in comments and strings are not edits. The same JSON as
-benchmarks/nes_go_renames.go, offsets in characters. benchmarks/nes_cases_declared.py makes the cases.
+variable (a `Pat`'s `Binding`, with its `HirId` and span) is paired with every path that resolves to it (`res:
+Local(HirId)`, with its span). A binding that is a function's or closure's parameter is kind "parameter", any other
+(`let`, `for`, `if let`, `match`, a pattern's part) "local". A candidate is left out when a use or the binding lies
+in a macro's expansion (a span whose syntax context is not `#0`: the text there is not the variable's), when the
+text at a span is not the name (a `mut`/`ref` binding is matched at its end), when a use or the binding is a struct
+field shorthand (`Foo { x }`: the field's name would change with it), when a use comes before the binding, when the
+binding is in an or-pattern (`A(x) | B(x)` binds one variable at two places, two `HirId`s), or when a `#[cfg` lies
+in its scope (the code it leaves out is not lowered: its uses are not seen). Mentions in comments and strings are
+not edits. The same JSON as benchmarks/nes_go_renames.go, offsets in characters. benchmarks/nes_cases_declared.py
+makes the cases.
 """
 
 from __future__ import annotations

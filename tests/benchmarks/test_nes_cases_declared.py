@@ -193,4 +193,3 @@ def test_libclang_oracle(tmp_path: Path) -> None:
     assert found[("local", "n", at("n = 2"))] == [at("n; }\n  return")]
     assert not [k for k in found if k[1] == "k"], "g holds an #ifdef: left out"
     assert answer["skipped"]["a preprocessor line in the function"] == 1
-

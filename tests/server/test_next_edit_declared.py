@@ -364,7 +364,8 @@ def test_c_define_reading_a_field_of_the_name_does_not_refuse_the_rename() -> No
     s = Session(text.replace("#define READS() (loop + 1)\n", ""), "c")
     s.edit("f(int loop", "loop", "lp")
     assert s.follow() == text.replace("#define READS() (loop + 1)\n", "").replace("loop * 2", "lp * 2").replace(
-        "f(int loop", "f(int lp")
+        "f(int loop", "f(int lp"
+    )
     s = Session(text, "c")
     s.edit("f(int loop", "loop", "lp")
     assert s.ask() is None, "READS() may read the variable"

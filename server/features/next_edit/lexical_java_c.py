@@ -4,14 +4,15 @@ Followed: a method's, constructor's or lambda's parameter (Java), a function's o
 function pointer `int (*cb)(int)` included), a local from its declarator to the end of the block around it (a `for`
 initialiser's: the loop; Java's `switch` group's: the `switch` block), a `catch` parameter, Java's enhanced-`for`
 and try-with-resources variables, C++'s range-`for` and structured bindings. Fields, globals and functions are not
-followed. Not a variable: a field access's field (`this.x`, `o.x`: Java's field and a local of the same name are
-two things, and `this.x = x` keeps its `this.x`), a method's name, a label, an annotation's name and keys, a
-qualified name's parts (`std::max`, `a.b.C` in an import). Refused: a binding of the old name again in the scope
-(C's and C++'s shadowing in a nested block, a lambda's parameter, Java's `instanceof` pattern), a nested class body
-(Java's anonymous and local classes, a C++ local class) that spells either name (its inherited members are not
-known), a Java `case` label of either name (an enum constant), and in C and C++ the preprocessor: any `#` line
-inside the function, a `#define` anywhere in the file that spells either name (its body may read the variable;
-not after `->` or `.`, a field's name, nor as one of the macro's parameters), or one that pastes tokens (`a##j`) whose macro the function uses.
+followed. Not a variable: a field access's field (`this.x`, `o.x`: Java's field and a local of the same name are two
+things, and `this.x = x` keeps its `this.x`), a method's name, a label, an annotation's name and keys, a qualified
+name's parts (`std::max`, `a.b.C` in an import). Refused: a binding of the old name again in the scope (C's and
+C++'s shadowing in a nested block, a lambda's parameter, Java's `instanceof` pattern), a nested class body (Java's
+anonymous and local classes, a C++ local class) that spells either name (its inherited members are not known), a
+Java `case` label of either name (an enum constant), and in C and C++ the preprocessor: any `#` line inside the
+function, a `#define` anywhere in the file that spells either name (its body may read the variable; not after `->`
+or `.`, a field's name, nor as one of the macro's parameters), or one that pastes tokens (`a##j`) whose macro the
+function uses.
 """
 
 from __future__ import annotations

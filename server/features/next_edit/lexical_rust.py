@@ -4,19 +4,19 @@ Followed: a function's or closure's parameter (its whole function), a `let` bind
 statement to the end of its block: `let x = x + 1;` reads the `x` before it), a `for` pattern's binding (the loop's
 body), an `if let`/`while let` binding (from the pattern to the end of the branch taken) and a `match` arm's binding
 (the arm), nested in any pattern (`(a, mut b)`, `Some(v)`, `Point { x: px, .. }`). A binding of the old name again
-in the scope is a shadowing: the rename follows the uses around the new variable's scope (`let x = x + 1;` reads
-the old `x`, the lines after it the new one; `for x in x {..}`, a closure's `|x|`), and is refused where that
-scope is not known (a refutable pattern's name that may be a constant) or reaches past the old variable's. In a refutable pattern (`if let`, `match`) a name that may be a constant
-(capitalised, or a `const`, `static` or `use` of the file names it) is not followed. Not a variable: a path's parts
-(`a::b`), a field, a label, a macro's name; nested items (`fn`, `impl`, `mod`, ...: they cannot see the function's
-locals) are skipped, or refused when one is named with the old or the new name. The standard library's macros whose
-arguments are expressions (`write!`, `assert_eq!`, `debug_assert!`, `vec!`, ...: EXPRESSION_MACROS) are read as
-expressions: an identifier among their tokens is a use (not after `.` or `::`, nor before `::` or `!`). Refused:
-any other macro invocation whose tokens spell the old or new name (a crate's own macro: its tokens are not known
-to be expressions), and one of those whose tokens spell it in an inline format argument (`println!("{x}")`), a
-named argument (`x = 1`), a `{...}` group, or beside tokens that may bind (`let`, `for`, `match`, `|`, `=>`),
-a struct expression's field shorthand `Foo { x }` or a pattern's `Foo { x, .. }` of either name (the field's
-name would change with it), a `use` of either name in the scope.
+in the scope is a shadowing: the rename follows the uses around the new variable's scope (`let x = x + 1;` reads the
+old `x`, the lines after it the new one; `for x in x {..}`, a closure's `|x|`), and is refused where that scope is
+not known or reaches past the old variable's. In a refutable pattern (`if let`, `match`) a name that may be a
+constant (capitalised, or a `const`, `static` or `use` of the file names it) is not followed. Not a variable: a
+path's parts (`a::b`), a field, a label, a macro's name; nested items (`fn`, `impl`, `mod`, ...: they cannot see the
+function's locals) are skipped, or refused when one is named with the old or the new name. The standard library's
+macros whose arguments are expressions (`write!`, `assert_eq!`, `debug_assert!`, `vec!`, ...: EXPRESSION_MACROS) are
+read as expressions: an identifier among their tokens is a use (not after `.` or `::`, nor before `::` or `!`).
+Refused: any other macro invocation whose tokens spell the old or new name (a crate's own macro: its tokens are not
+known to be expressions), and one of those whose tokens spell it in an inline format argument (`println!("{x}")`), a
+named argument (`x = 1`), a `{...}` group, or beside tokens that may bind (`let`, `for`, `match`, `|`, `=>`), a
+struct expression's field shorthand `Foo { x }` or a pattern's `Foo { x, .. }` of either name (the field's name
+would change with it), a `use` of either name in the scope.
 """
 
 from __future__ import annotations
