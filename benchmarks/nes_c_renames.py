@@ -9,7 +9,9 @@ For each function definition of the file, each parameter (kind "parameter") and 
 location (inside a macro invocation's argument: where the argument spells it). A function is left out whole when it
 holds a preprocessor line (`#if`: a branch not compiled is not seen, nor its uses) or a compile error; a candidate
 when a use is spelled outside its function (a macro's body reads the variable: renaming the variable changes the
-macro's meaning, not its text) or its text is not the name. Mentions in comments, strings and macros not expanded
+macro's meaning, not its text), when its text is not the name, or when a token of its name in the function
+resolves to nothing (a macro's argument the macro drops: `uv__req_unregister(loop, req)` never reads `req`, and
+renaming the variable renames that token too). Mentions in comments, strings and macros not expanded
 are not edits. The same JSON as benchmarks/nes_go_renames.go, offsets in characters.
 """
 
@@ -78,9 +80,18 @@ def renames(path: Path, includes: list[Path]) -> dict[str, Any]:
             skip("a compile error in the function", len(declared))
             continue
         uses: dict[tuple[str | None, int], list[tuple[str | None, int]]] = {}
+        resolved: set[int] = set()  # where any token of the function is a declaration or a reference to one
         for c in fn.walk_preorder():
             if c.kind == CursorKind.DECL_REF_EXPR and c.referenced is not None:
                 uses.setdefault(_spelling(c.referenced), []).append(_spelling(c))
+            if c.kind.is_declaration() or c.kind.is_reference() or c.kind.is_expression():
+                f, at = _spelling(c)
+                if f == name:
+                    resolved.add(at)
+        tokens = list(tu.get_tokens(extent=fn.extent))
+        loose = {t.spelling for i, t in enumerate(tokens) if t.kind.name == "IDENTIFIER"
+                 and t.extent.start.offset not in resolved
+                 and (i == 0 or tokens[i - 1].spelling not in (".", "->"))}  # fmt: skip
         for d in declared:
             where = _spelling(d)
             if where[0] != name or not start <= where[1] < end:
@@ -93,6 +104,9 @@ def renames(path: Path, includes: list[Path]) -> dict[str, Any]:
                 continue
             if data[where[1] : where[1] + len(n)] != n or any(data[at : at + len(n)] != n for _, at in found):
                 skip("a location's text is not the name")
+                continue
+            if d.spelling in loose:
+                skip("a token of the name that resolves to nothing (a macro's argument it drops)")
                 continue
             kind = "parameter" if d.kind == CursorKind.PARM_DECL else "local"
             if kind == "parameter" and d.semantic_parent != fn:

@@ -169,6 +169,10 @@ int f(struct s *h, int unused) {
   { int n = 2; m += n; }
   return m;
 }
+#define DROPS(a, b) ((a) + 1)
+int h(int p, int q) {
+  return DROPS(p, q);
+}
 #define TWICE(v) ((v) + (v))
 int g(int k) {
 #ifdef X
@@ -192,4 +196,6 @@ def test_libclang_oracle(tmp_path: Path) -> None:
     assert found[("local", "n", at("n = FIELD"))] == [at("n + h")], "not the field, not the inner n"
     assert found[("local", "n", at("n = 2"))] == [at("n; }\n  return")]
     assert not [k for k in found if k[1] == "k"], "g holds an #ifdef: left out"
+    assert found[("parameter", "p", at("p, int q"))] == [at("p, q);")]
+    assert not [k for k in found if k[1] == "q"], "DROPS never reads q: unsure, left out"
     assert answer["skipped"]["a preprocessor line in the function"] == 1
