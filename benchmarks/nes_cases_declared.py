@@ -14,7 +14,9 @@ same, analysed by clang (benchmarks/nes_c_renames.py: the PyPI package `libclang
 case is the format of benchmarks/nes_structural.py's: a parameter or a local renamed at its declaration (the user's
 edit) and the whole file as intended once every other location the compiler resolves to that variable is renamed
 too (categories rename-parameter-LANG, rename-local-LANG), and, to be silent, a parameter the function never uses
-renamed (silent-unused-parameter-LANG). Each case records its language, package, version, licence (the file's own,
+renamed (silent-unused-parameter-LANG); in Java and C also a parameter added to a function whose every caller has a
+parameter of that name and type, the calls passing it (add-parameter-java, add-parameter-c: benchmarks/
+nes_java_signatures.java, nes_c_signatures.py). Each case records its language, package, version, licence (the file's own,
 from the package's machine-readable debian/copyright: the paragraph that matches it) and file.
 """
 
@@ -33,6 +35,7 @@ from typing import Any
 from waferline.benchmarks.nes_cases import _write
 from waferline.benchmarks.nes_cases_go import deb_files, licence_of, licences, permissive
 from waferline.benchmarks.nes_cases_ts import choose, file_cases
+from waferline.benchmarks.nes_structural import _case
 
 HERE = Path(__file__).resolve().parent
 LANGUAGES = ("rust", "java", "c")
@@ -117,6 +120,33 @@ def answers(language: str, root: Path, folder: str, files: list[Path], includes:
     return {str(f): c_renames(f, includes) for f in files}
 
 
+def added_parameters(language: str, root: Path, folder: str, files: list[Path], includes: list[Path]) -> dict[str, Any]:
+    """Each file's add-parameter candidates (by its absolute path), by the language's compiler: C's and Java's."""
+    if language == "c":
+        from waferline.benchmarks.nes_c_signatures import additions
+
+        return {str(f): dict(zip(("candidates", "skipped"), additions(f, includes), strict=True)) for f in files}
+    if language == "java":
+        every = sorted(str(p) for p in (root / folder).rglob("*.java"))
+        done = subprocess.run(["java", str(HERE / "nes_java_signatures.java"), *every], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"nes_java_signatures failed ({done.returncode}): {done.stderr[-2000:]}")
+        return {a["file"]: a for a in map(json.loads, done.stdout.splitlines())}
+    return {}
+
+
+def added_parameter_cases(text: str, found: list[dict[str, Any]], language: str) -> list[dict[str, Any]]:
+    """The add-parameter-LANG cases of one file (benchmarks/nes_structural.py's format): the user types `text` at
+    `at`, the intended file also passes `variable` after each call's last argument (`calls`)."""
+    out = []
+    for a in found[:2]:  # at most 2 of a file, as the renames
+        target = text
+        for at in sorted([*a["calls"], a["at"]], reverse=True):
+            target = target[:at] + (a["text"] if at == a["at"] else ", " + a["variable"]) + target[at:]
+        out.append(_case(f"add-parameter-{language}", text, a["at"], a["at"], a["text"], target))
+    return out
+
+
 def declared_cases(
     debs: Path, listing: Path, languages: tuple[str, ...], seed: int = 0, per_category: int = 40
 ) -> dict[str, list[dict[str, Any]]]:
@@ -150,13 +180,20 @@ def declared_cases(
                     chosen.append((path, f.resolve(), str(licence)))
             paths, folders = [f for _, f, _ in chosen], [root / i for i in includes]
             found_here = answers(language, root.resolve(), folder, paths, folders)
+            signatures = added_parameters(language, root.resolve(), folder, paths, folders)
             n = 0
             for path, f, licence in chosen:
                 answer = found_here[str(f)]
                 for why, k in answer["skipped"].items():
                     skipped[why] = skipped.get(why, 0) + k
                 source = {"package": name, "version": version, "licence": licence, "file": path}
-                for case in file_cases(f.read_text(encoding="utf-8"), answer["candidates"], language, rng):
+                text = f.read_text(encoding="utf-8")
+                cases = file_cases(text, answer["candidates"], language, rng)
+                added = signatures.get(str(f), {"skipped": {}, "candidates": []})
+                cases.extend(added_parameter_cases(text, added["candidates"], language))
+                for why, k in added["skipped"].items():
+                    skipped[f"add-parameter: {why}"] = skipped.get(f"add-parameter: {why}", 0) + k
+                for case in cases:
                     found[language].setdefault(case["category"], []).append(
                         {**case, "language": language, "source": source}
                     )

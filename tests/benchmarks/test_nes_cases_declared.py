@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from waferline.benchmarks.nes_cases_declared import HERE, answers, package_list, unpack_source, wanted
+from waferline.benchmarks.nes_cases_declared import (
+    HERE,
+    added_parameter_cases,
+    added_parameters,
+    answers,
+    package_list,
+    unpack_source,
+    wanted,
+)  # fmt: skip
 from waferline.benchmarks.nes_cases_go import permissive
 from waferline.benchmarks.nes_eval import DATA, after_user, intended, read_cases
 
@@ -34,12 +42,21 @@ def test_shipped_cases_are_well_formed(language: str) -> None:
               if lang == language}  # fmt: skip
     assert {c["language"] for c in cases} == {language}
     kinds = {f"rename-parameter-{language}", f"rename-local-{language}", f"silent-unused-parameter-{language}"}
-    assert {c["category"] for c in cases} == kinds
+    added = f"add-parameter-{language}"
+    assert {c["category"] for c in cases} == kinds | ({added} if language != "rust" else set())
     assert len({c["id"] for c in cases}) == len(cases)
     for c in cases:
         src = c["source"]
         assert (src["package"], src["version"]) in listed and permissive(src["licence"])
         assert "test" not in src["file"].lower().rsplit("/", 1)[-1]
+        if c["category"] == added:
+            (edit,) = c["edits"]
+            assert edit["start"] == edit["end"] and edit["text"].startswith(", ")
+            variable = edit["text"].split()[-1].lstrip("*")
+            calls = len(c["expected"])
+            assert calls >= 1 and all(e["text"].count(f", {variable}") >= 1 for e in c["expected"])
+            assert _words(intended(c)).count(variable) >= _words(c["before"]).count(variable) + 1 + calls
+            continue
         (edit,) = c["edits"]
         old, new = c["before"][edit["start"] : edit["end"]], edit["text"]
         assert re.fullmatch(r"[^\W\d]\w*", old) and new.startswith(old) and new != old
@@ -199,3 +216,59 @@ def test_libclang_oracle(tmp_path: Path) -> None:
     assert found[("parameter", "p", at("p, int q"))] == [at("p, q);")]
     assert not [k for k in found if k[1] == "q"], "DROPS never reads q: unsure, left out"
     assert answer["skipped"]["a preprocessor line in the function"] == 1
+
+
+def test_added_parameter_cases_pass_the_variable_at_every_call() -> None:
+    text = "int f(int a) {\n  return a;\n}\nint g(int a, int n) {\n  return f(a) + f(1);\n}\n"
+    found = [{"function": "f", "at": text.index(") {"), "text": ", int n", "variable": "n",
+              "calls": [text.index(") +"), text.index(");\n}\n", text.index("f(1"))]}]  # fmt: skip
+    (case,) = added_parameter_cases(text, found, "c")
+    assert case["category"] == "add-parameter-c" and case["edits"] == [{"start": 11, "end": 11, "text": ", int n"}]
+    assert intended(case) == text.replace("f(int a)", "f(int a, int n)").replace("f(a) + f(1)", "f(a, n) + f(1, n)")
+
+
+JAVA_CALLS = """class B {
+    private int f(int a) { return a * 2; }
+    private int g(int a) { return a; }
+    public int h(int a, int n) { return f(a) + f(n) + g(a); }
+    public int k(int b, int n) { return f(b); }
+    public int m(int n) { n++; java.util.function.IntSupplier r = () -> g(1); return r.getAsInt(); }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="the oracle needs a JDK")
+def test_javac_signature_oracle(tmp_path: Path) -> None:
+    b = tmp_path / "src" / "B.java"
+    b.parent.mkdir()
+    b.write_text(JAVA_CALLS, encoding="utf-8")
+    (answer,) = added_parameters("java", tmp_path, "src", [b], []).values()
+    (found,) = answer["candidates"]
+    at = JAVA_CALLS.index
+    assert found["function"] == "f" and found["variable"] == "n" and found["at"] == at("a) { return a * 2")+1
+    assert found["text"] == ", int n", "the callers' own parameter, as they spell it"
+    assert found["calls"] == [at("a) + f(n)") + 1, at("n) + g(a)") + 1, at("b); }") + 1]
+    assert answer["skipped"]["the intended file does not compile"] == 1, "g(1, n) in a lambda: n is not final"
+    assert answer["skipped"]["not a private method"] == 4, "h, k, m and the implicit constructor"
+
+
+C_CALLS = """static int f(int a) { return a * 2; }
+static int g(int a) { return a; }
+int h(int a, long n) { return f(a) + g(a); }
+int k(int b, long n) { return f(b) + g(b); }
+int p(int n) { return g(n); }
+int (*q)(int) = g;
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("clang") is None or shutil.which("cc") is None,
+                    reason="the oracle needs libclang (the nes-cases extra) and a C compiler")  # fmt: skip
+def test_libclang_signature_oracle(tmp_path: Path) -> None:
+    c = tmp_path / "b.c"
+    c.write_text(C_CALLS, encoding="utf-8")
+    (answer,) = added_parameters("c", tmp_path, ".", [c], []).values()
+    (found,) = answer["candidates"]
+    at = C_CALLS.index
+    assert (found["function"], found["text"], found["variable"]) == ("f", ", long n", "n")
+    assert found["at"] == at("a) { return a * 2") + 1 and found["calls"] == [at("a) + g") + 1, at("b) + g") + 1]
+    assert answer["skipped"]["a mention of the function that is not a call clang sees"] == 1, "g's pointer use"
