@@ -14,8 +14,8 @@ same, analysed by clang (benchmarks/nes_c_renames.py: the PyPI package `libclang
 case is the format of benchmarks/nes_structural.py's: a parameter or a local renamed at its declaration (the user's
 edit) and the whole file as intended once every other location the compiler resolves to that variable is renamed
 too (categories rename-parameter-LANG, rename-local-LANG), and, to be silent, a parameter the function never uses
-renamed (silent-unused-parameter-LANG); in Java and C also a parameter added to a function whose every caller has a
-parameter of that name and type, the calls passing it (add-parameter-java, add-parameter-c: benchmarks/
+renamed (silent-unused-parameter-LANG); and a parameter added to a function whose every caller has a parameter of
+that name and type, the calls passing it (add-parameter-LANG: benchmarks/nes_rust_signatures.py,
 nes_java_signatures.java, nes_c_signatures.py). Each case records its language, package, version, licence (the file's own,
 from the package's machine-readable debian/copyright: the paragraph that matches it) and file.
 """
@@ -104,10 +104,7 @@ def answers(language: str, root: Path, folder: str, files: list[Path], includes:
     if language == "rust":
         from waferline.benchmarks.nes_rust_renames import hir_tree, renames
 
-        cargo = (root / "Cargo.toml").read_text(encoding="utf-8")
-        edition = re.search(r'^edition\s*=\s*"(\d+)"', cargo, re.M)
-        lib = root / "src" / "lib.rs"
-        return renames(hir_tree(lib, edition.group(1) if edition else "2015"), files)
+        return renames(hir_tree(root / "src" / "lib.rs", _edition(root)), files)
     if language == "java":
         every = sorted(str(p) for p in (root / folder).rglob("*.java"))  # the whole tree, one compilation
         done = subprocess.run(["java", str(HERE / "nes_java_renames.java"), *every], capture_output=True, text=True)
@@ -120,8 +117,23 @@ def answers(language: str, root: Path, folder: str, files: list[Path], includes:
     return {str(f): c_renames(f, includes) for f in files}
 
 
+def _edition(crate: Path) -> str:
+    edition = re.search(r'^edition\s*=\s*"(\d+)"', (crate / "Cargo.toml").read_text(encoding="utf-8"), re.M)
+    return edition.group(1) if edition else "2015"
+
+
 def added_parameters(language: str, root: Path, folder: str, files: list[Path], includes: list[Path]) -> dict[str, Any]:
-    """Each file's add-parameter candidates (by its absolute path), by the language's compiler: C's and Java's."""
+    """Each file's add-parameter candidates (by its absolute path), by the language's compiler."""
+    if language == "rust":
+        from waferline.benchmarks.nes_rust_signatures import additions as rust_additions
+        from waferline.benchmarks.nes_rust_signatures import crate_copy, type_checks
+
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = crate_copy(root, Path(tmp))
+            if not type_checks(copy, _edition(root)):
+                return {str(f): {"skipped": {"the crate does not type-check": 1}, "candidates": []} for f in files}
+            return {str(f): dict(zip(("candidates", "skipped"), rust_additions(
+                f, copy, str(f.relative_to(root)), _edition(root)), strict=True)) for f in files}  # fmt: skip
     if language == "c":
         from waferline.benchmarks.nes_c_signatures import additions
 

@@ -272,3 +272,53 @@ def test_libclang_signature_oracle(tmp_path: Path) -> None:
     assert (found["function"], found["text"], found["variable"]) == ("f", ", long n", "n")
     assert found["at"] == at("a) { return a * 2") + 1 and found["calls"] == [at("a) + g") + 1, at("b) + g") + 1]
     assert answer["skipped"]["a mention of the function that is not a call clang sees"] == 1, "g's pointer use"
+
+
+RUST_CALLS = """pub fn f(a: u32) -> u32 {
+    a * 2
+}
+
+pub fn g(a: u32) -> u32 {
+    a
+}
+
+pub fn h(a: u32, n: u64) -> u32 {
+    f(a) + g(a)
+}
+
+pub fn k(b: u32, n: u64) -> u32 {
+    let c = |x: u32| f(x);
+    c(b) + g(b)
+}
+
+pub fn p(n: u64) -> u32 {
+    let n = n as u32;
+    let ptr: fn(u32) -> u32 = g;
+    ptr(n)
+}
+
+pub fn q(a: u32) -> u32 {
+    a
+}
+
+pub fn r(a: u32, s: String) -> u32 {
+    q(a) + q(a)
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("rustc") is None, reason="the check needs rustc")
+def test_rust_signature_candidates_are_type_checked(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    lib = tmp_path / "src" / "lib.rs"
+    lib.write_text(RUST_CALLS, encoding="utf-8")
+    (tmp_path / "Cargo.toml").write_text('[package]\nedition = "2021"\n', encoding="utf-8")
+    (answer,) = added_parameters("rust", tmp_path, "src", [lib], []).values()
+    (found,) = answer["candidates"]
+    at = RUST_CALLS.index
+    assert (found["function"], found["text"], found["variable"]) == ("f", ", n: u64", "n")
+    assert found["at"] == at(": u32) -> u32 {\n    a * 2") + 5
+    assert found["calls"] == [at("a) + g(a)") + 1, at("x);")+1], "the closure's call passes the caller's n"
+    assert answer["skipped"]["a mention of the function that is not a plain call"] == 1, "g as a fn pointer"
+    assert answer["skipped"]["the intended crate does not type-check"] == 1, "q(a, s) + q(a, s) moves s twice"
+    assert lib.read_text(encoding="utf-8") == RUST_CALLS
