@@ -141,7 +141,7 @@ def unpack(
         if not wanted(path, text):
             continue
         licence = licence_of(path, paragraphs)
-        if not permissive(licence):
+        if licence is None or not permissive(licence):
             refused[str(licence)] = refused.get(str(licence), 0) + 1
             continue
         out.append((path, target, licence))

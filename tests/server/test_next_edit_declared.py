@@ -313,6 +313,25 @@ def test_signature_change_fixes_the_calls_in_java_and_c() -> None:
     assert s.ask() is None, "main has no `depth` to pass"
 
 
+def test_java_signature_change_fixes_calls_in_nested_classes_that_cannot_inherit_the_name() -> None:
+    # jsoup's Cleaner: createSafeElement(sourceEl) is called from the nested CleaningVisitor (before: left alone)
+    java = (
+        "class S {\n  private int area(int w) {\n    return w;\n  }\n\n  class In {\n    int f(int w, int d) {\n"
+        "      return area(w) + this.area(w);\n    }\n  }\n\n  class Sub extends Base {\n    int g(int w, int d) {\n"
+        "      return area(w);\n    }\n  }\n\n  class Own {\n    int area(int w) {\n      return 0;\n    }\n"
+        "    int h(int w, int d) {\n      return area(w);\n    }\n  }\n\n  int k(int w, int d) {\n"
+        "    return area(w) + new Object() {\n      int m(int d) {\n        return area(d);\n      }\n    }.m(d);\n  }\n}\n"
+    )
+    s = Session(java, "java")
+    s.edit("area(int w) {\n    return w;", "int w", "int w, int d")
+    text = s.follow()
+    assert "return area(w, d) + this.area(w);" in text, "In's own `this.area` is In's"
+    assert text.count("area(w, d)") == 2, "In's call and k's call"
+    assert "      return area(w);\n    }\n  }\n\n  class Own" in text, "Sub may inherit an area"
+    assert "int h(int w, int d) {\n      return area(w);" in text, "Own declares its own area"
+    assert "return area(d);" in text, "an anonymous class may inherit one"
+
+
 def test_rust_let_else_binding_is_followed_unless_it_may_be_a_constant() -> None:
     text = "fn f(o: Option<i32>) -> i32 {\n    let Some(v) = o else {\n        return 0;\n    };\n    v + 1\n}\n"
     s = Session(text, "rust")

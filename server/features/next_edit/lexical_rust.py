@@ -175,8 +175,8 @@ def _expression_tokens(node: Node) -> bool:
         name = node.child_by_field_name("macro")
         return name is not None and name.type == "identifier" and name.text is not None and \
             name.text.decode() in EXPRESSION_MACROS  # fmt: skip
-    parent = node.parent
-    if parent is None or node.child(0) is None or node.child(0).type == "{":  # type: ignore[union-attr]
+    parent, first = node.parent, node.child(0)
+    if parent is None or first is None or first.type == "{":
         return False  # a block or a struct literal's fields: may bind, may be a shorthand
     if parent.type == "macro_invocation":
         return _expression_tokens(parent)
