@@ -40,8 +40,8 @@ def _errors(tu: Any) -> int:
 
 
 def additions(path: Path, includes: list[Path]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The add-parameter candidates of one C file: [{function, at, text, variable, calls}] in characters (`text`: what the
-    user types at `at`; `calls`: where the intended file inserts `, NAME`), and why others were left out."""
+    """The add-parameter candidates of one C file: [{function, at, text, variable, calls}] in characters (`text`:
+    what the user types at `at`; `calls`: where the intended file inserts `, NAME`), and why others were left out."""
     from clang.cindex import CursorKind
 
     tu = _parse(path, includes)
@@ -135,4 +135,3 @@ def _why_not(fn: Any, calls: list[tuple[Any, Any]], tokens: list[Any], data: byt
             return params[-1].extent.end.offset, typed, n, inserts
         return "a call's arguments not spelled in the file"
     return "no parameter that every caller has"
-

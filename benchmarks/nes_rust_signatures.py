@@ -37,8 +37,9 @@ def type_checks(crate: Path, edition: str) -> bool:
     """The crate (a folder holding src/lib.rs) type-checks."""
     cfgs = [a for f in FEATURES for a in ("--cfg", f'feature="{f}"')]
     with tempfile.TemporaryDirectory() as out:
-        cmd = ["rustc", "--crate-type", "lib", "--crate-name", "nes_case", "--edition", edition, *cfgs, "--cap-lints",
-               "allow", "--emit=metadata", "-o", str(Path(out) / "lib.rmeta"), str(crate / "src" / "lib.rs")]  # fmt: skip
+        cmd = ["rustc", "--crate-type", "lib", "--crate-name", "nes_case", "--edition", edition, *cfgs,
+               "--cap-lints", "allow", "--emit=metadata", "-o", str(Path(out) / "lib.rmeta"),
+               str(crate / "src" / "lib.rs")]  # fmt: skip
         return subprocess.run(cmd, capture_output=True, env={**os.environ, "RUSTC_BOOTSTRAP": "1"}).returncode == 0
 
 
@@ -109,7 +110,8 @@ def additions(path: Path, crate_copy: Path, relative: str, edition: str) -> tupl
         finally:
             (crate_copy / relative).write_bytes(data)
         if not fits:
-            skipped["the intended crate does not type-check"] = skipped.get("the intended crate does not type-check", 0) + 1
+            why = "the intended crate does not type-check"
+            skipped[why] = skipped.get(why, 0) + 1
             continue
         chars = {b: len(data[:b].decode("utf-8")) for b in [at, *inserts]}
         out.append({"function": _text(data, fn.child_by_field_name("name")), "at": chars[at], "text": typed,
@@ -130,8 +132,15 @@ def _walk(node: Any) -> list[Any]:
 
 def _why_not(data: bytes, fn: Any, fns: list[Any], root: Any) -> str | tuple[int, str, str, list[int]]:
     name_node, body = fn.child_by_field_name("name"), fn.child_by_field_name("body")
-    if body is None or fn.parent is None or fn.parent.type not in ("source_file", "declaration_list") or (
-        fn.parent.type == "declaration_list" and fn.parent.parent is not None and fn.parent.parent.type != "mod_item"
+    if (
+        body is None
+        or fn.parent is None
+        or fn.parent.type not in ("source_file", "declaration_list")
+        or (
+            fn.parent.type == "declaration_list"
+            and fn.parent.parent is not None
+            and fn.parent.parent.type != "mod_item"
+        )
     ):
         return "not a free function with a body"
     name = _text(data, name_node)

@@ -245,7 +245,7 @@ def test_javac_signature_oracle(tmp_path: Path) -> None:
     (answer,) = added_parameters("java", tmp_path, "src", [b], []).values()
     (found,) = answer["candidates"]
     at = JAVA_CALLS.index
-    assert found["function"] == "f" and found["variable"] == "n" and found["at"] == at("a) { return a * 2")+1
+    assert found["function"] == "f" and found["variable"] == "n" and found["at"] == at("a) { return a * 2") + 1
     assert found["text"] == ", int n", "the callers' own parameter, as they spell it"
     assert found["calls"] == [at("a) + f(n)") + 1, at("n) + g(a)") + 1, at("b); }") + 1]
     assert answer["skipped"]["the intended file does not compile"] == 1, "g(1, n) in a lambda: n is not final"
@@ -318,7 +318,7 @@ def test_rust_signature_candidates_are_type_checked(tmp_path: Path) -> None:
     at = RUST_CALLS.index
     assert (found["function"], found["text"], found["variable"]) == ("f", ", n: u64", "n")
     assert found["at"] == at(": u32) -> u32 {\n    a * 2") + 5
-    assert found["calls"] == [at("a) + g(a)") + 1, at("x);")+1], "the closure's call passes the caller's n"
+    assert found["calls"] == [at("a) + g(a)") + 1, at("x);") + 1], "the closure's call passes the caller's n"
     assert answer["skipped"]["a mention of the function that is not a plain call"] == 1, "g as a fn pointer"
     assert answer["skipped"]["the intended crate does not type-check"] == 1, "q(a, s) + q(a, s) moves s twice"
     assert lib.read_text(encoding="utf-8") == RUST_CALLS

@@ -320,7 +320,8 @@ def test_java_signature_change_fixes_calls_in_nested_classes_that_cannot_inherit
         "      return area(w) + this.area(w);\n    }\n  }\n\n  class Sub extends Base {\n    int g(int w, int d) {\n"
         "      return area(w);\n    }\n  }\n\n  class Own {\n    int area(int w) {\n      return 0;\n    }\n"
         "    int h(int w, int d) {\n      return area(w);\n    }\n  }\n\n  int k(int w, int d) {\n"
-        "    return area(w) + new Object() {\n      int m(int d) {\n        return area(d);\n      }\n    }.m(d);\n  }\n}\n"
+        "    return area(w) + new Object() {\n      int m(int d) {\n        return area(d);\n      }\n"
+        "    }.m(d);\n  }\n}\n"
     )
     s = Session(java, "java")
     s.edit("area(int w) {\n    return w;", "int w", "int w, int d")
