@@ -72,14 +72,21 @@ def deb_files(deb: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def licences(copyright_text: str) -> list[tuple[list[str], str]]:
-    """(globs, SPDX licence) of each `Files:` paragraph of a machine-readable debian/copyright, in order."""
+    """(globs, SPDX licence) of each `Files:` paragraph of a machine-readable debian/copyright, in order; a choice
+    of licences (`MIT or Apache-2.0`) is written `MIT OR Apache-2.0`."""
     out = []
     for paragraph in re.split(r"\n\s*\n", copyright_text):
         files = re.search(r"^Files:((?:.*\n?)(?:[ \t].*\n?)*)", paragraph, re.M)
-        licence = re.search(r"^License:[ \t]*(\S+)", paragraph, re.M)
+        licence = re.search(r"^License:[ \t]*(\S.*?)[ \t]*$", paragraph, re.M)
         if files and licence:
-            out.append((files.group(1).split(), SPDX.get(licence.group(1).lower(), licence.group(1))))
+            names = re.split(r"\s+or\s+", licence.group(1), flags=re.I)
+            out.append((files.group(1).split(), " OR ".join(SPDX.get(n.lower(), n) for n in names)))
     return out
+
+
+def permissive(licence: str | None) -> bool:
+    """The licence, or one of a choice of licences, is one of PERMISSIVE."""
+    return licence is not None and any(n in PERMISSIVE for n in licence.split(" OR "))
 
 
 def licence_of(path: str, paragraphs: list[tuple[list[str], str]]) -> str | None:
@@ -134,7 +141,7 @@ def unpack(
         if not wanted(path, text):
             continue
         licence = licence_of(path, paragraphs)
-        if licence not in PERMISSIVE:
+        if licence is None or not permissive(licence):
             refused[str(licence)] = refused.get(str(licence), 0) + 1
             continue
         out.append((path, target, licence))

@@ -1,7 +1,8 @@
 """`waferline eval-nes`: next-edit suggestions replayed through the real server, against two baselines.
 
 Each case (benchmarks/data/nes/, written from real code by benchmarks/nes_cases.py, and for JavaScript and TypeScript
-by benchmarks/nes_cases_ts.py, for Go by benchmarks/nes_cases_go.py) is opened in `waferline serve` (in its language),
+by benchmarks/nes_cases_ts.py, for Go by benchmarks/nes_cases_go.py, for Rust, Java and C by
+benchmarks/nes_cases_declared.py) is opened in `waferline serve` (in its language),
 the user's edits are sent as an editor sends them (a structural case's rename as the old name selected and the new
 one typed over it, key by key; a commit's hunks one change each), and `textDocument/copilotInlineEdit` is asked at
 the end of the last edit, as a client asks after a pause in typing:
@@ -15,8 +16,8 @@ the end of the last edit, as a client asks after a pause in typing:
 
 Latency is the client's, request sent to answer received. Baselines on the same cases: "no edit" (always silent)
 and "repeat the last substitution" (the user's last edit, widened to whole words, made again at the next
-occurrence of its old text; for a structural case, at every one). Python structural, JS/TS structural, Go
-structural and commit cases are reported apart.
+occurrence of its old text; for a structural case, at every one). Python structural, JS/TS structural, Go, Rust,
+Java and C structural and commit cases are reported apart.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data" / "nes"
-KINDS = ("structural", "structural-js", "structural-go", "model")
+KINDS = ("structural", "structural-js", "structural-go", "structural-rust", "structural-java", "structural-c", "model")
 FILES = {"structural": "structural.jsonl.gz", "structural-js": "structural-js.jsonl.gz",
-         "structural-go": "structural-go.jsonl.gz", "model": "commits.jsonl.gz"}  # fmt: skip
+         "structural-go": "structural-go.jsonl.gz", "structural-rust": "structural-rust.jsonl.gz",
+         "structural-java": "structural-java.jsonl.gz", "structural-c": "structural-c.jsonl.gz",
+         "model": "commits.jsonl.gz"}  # fmt: skip
 MAX_STEPS = 200  # suggestions accepted in one structural case at most
 PARTS = ("all", "kept-aside", "choose")
 
@@ -45,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cases", type=Path, default=DATA, help="folder of the case files (default: shipped)")
     parser.add_argument(
         "--kinds", default=",".join(KINDS),
-        help="structural (Python), structural-js (JavaScript, TypeScript), structural-go (Go), model; "
-        "comma-separated (default: all)",
+        help="structural (Python), structural-js (JavaScript, TypeScript), structural-go (Go), structural-rust, "
+        "structural-java, structural-c, model; comma-separated (default: all)",
     )  # fmt: skip
     parser.add_argument("--limit", type=int, default=0, help="at most this many cases of each kind (0: all)")
     parser.add_argument(

@@ -115,27 +115,31 @@ def model_figures(cases: Sequence[dict[str, Any]], answers: Sequence[dict[str, A
     }  # fmt: skip
 
 
+STRUCTURAL = (("structural", "Python"), ("structural-js", "JavaScript and TypeScript"), ("structural-go", "Go"),
+              ("structural-rust", "Rust"), ("structural-java", "Java"), ("structural-c", "C"))  # fmt: skip
+_KIND = {"python": "structural", "javascript": "structural-js", "typescript": "structural-js", "go": "structural-go",
+         "rust": "structural-rust", "java": "structural-java", "c": "structural-c"}  # fmt: skip
+
+
 def summarize(
     cases: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any]], stats: dict[str, Any]
 ) -> dict[str, Any]:
     rows = list(zip(cases, answers, strict=True))
-    structural = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language", "python") == "python"]
-    go = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language") == "go"]
-    lexical = [(c, a) for c, a in rows if c["kind"] == "structural" and c.get("language", "python") not in
-               ("python", "go")]  # fmt: skip
     model = [(c, a) for c, a in rows if c["kind"] == "model"]
     out: dict[str, Any] = {}
-    if structural:
-        out["structural"] = structural_figures([c for c, _ in structural], [a for _, a in structural])
-    if lexical:  # JavaScript and TypeScript: each language's whole too
-        figures = structural_figures([c for c, _ in lexical], [a for _, a in lexical])
-        total = figures.pop("all")
-        for language in sorted({c["language"] for c, _ in lexical}):
-            one = [(c, a) for c, a in lexical if c["language"] == language]
-            figures[f"all-{language}"] = structural_figures([c for c, _ in one], [a for _, a in one])["all"]
-        out["structural-js"] = {**figures, "all": total}
-    if go:
-        out["structural-go"] = structural_figures([c for c, _ in go], [a for _, a in go])
+    for kind, _ in STRUCTURAL:
+        chosen = [(c, a) for c, a in rows if c["kind"] == "structural" and _KIND[c.get("language", "python")] == kind]
+        if not chosen:
+            continue
+        figures = structural_figures([c for c, _ in chosen], [a for _, a in chosen])
+        languages = sorted({c.get("language", "python") for c, _ in chosen})
+        if kind == "structural-js":  # JavaScript and TypeScript: each language's whole too
+            total = figures.pop("all")
+            for language in languages:
+                one = [(c, a) for c, a in chosen if c["language"] == language]
+                figures[f"all-{language}"] = structural_figures([c for c, _ in one], [a for _, a in one])["all"]
+            figures["all"] = total
+        out[kind] = figures
     if model:
         out["model"] = model_figures([c for c, _ in model], [a for _, a in model])
     inline_edit = stats.get("inlineEdit", {})
@@ -145,11 +149,7 @@ def summarize(
 
 
 def print_table(figures: dict[str, Any]) -> None:
-    for kind, title in (
-        ("structural", "Python"),
-        ("structural-js", "JavaScript and TypeScript"),
-        ("structural-go", "Go"),
-    ):
+    for kind, title in STRUCTURAL:
         if kind not in figures:
             continue
         print(f"{title} structural cases (whole file exact after accepting every suggestion)")

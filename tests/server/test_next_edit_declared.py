@@ -79,7 +79,33 @@ def test_rust_let_shadowing_its_own_name_reads_the_old_one() -> None:
     assert s.follow() == text.replace("let x = x + 1;\n    x * 2", "let y = x + 1;\n    y * 2")
     s = Session(text, "rust")
     s.edit("let x = a", "x", "y")
-    assert s.ask() is None, "the first x is shadowed by the second let: refused"
+    # the first x is shadowed by the second let: read in its initialiser, not after it (semver's parse.rs)
+    assert s.follow() == text.replace("let x = a;\n    let x = x + 1;", "let y = a;\n    let x = y + 1;")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # semver's `for lhs in lhs`, and a closure whose parameter has the name (semver's display.rs)
+        ("fn f(x: Vec<i32>) -> i32 {\n    for x in x {\n        g(x);\n    }\n    0\n}\n",
+         "fn f(z: Vec<i32>) -> i32 {\n    for x in z {\n        g(x);\n    }\n    0\n}\n"),
+        ("fn f(x: i32) -> i32 {\n    let g = |x: i32| x;\n    g(x)\n}\n",
+         "fn f(z: i32) -> i32 {\n    let g = |x: i32| x;\n    g(z)\n}\n"),
+        ("fn f(x: i32) -> i32 {\n    {\n        let x = x * 2;\n        g(x);\n    }\n    x\n}\n",
+         "fn f(z: i32) -> i32 {\n    {\n        let x = z * 2;\n        g(x);\n    }\n    z\n}\n"),
+    ],
+)  # fmt: skip
+def test_rust_shadowing_is_followed_around_the_other_variable(text: str, expected: str) -> None:
+    s = Session(text, "rust")
+    s.edit("f(x", "x", "z")
+    assert s.follow() == expected
+
+
+def test_rust_shadowing_in_a_match_arm_is_followed_around_it() -> None:
+    text = "fn f(x: i32, o: Option<i32>) -> i32 {\n    match o {\n        Some(x) => x,\n        _ => x,\n    }\n}\n"
+    s = Session(text, "rust")
+    s.edit("f(x", "x", "z")
+    assert s.follow() == text.replace("f(x", "f(z").replace("_ => x", "_ => z"), "the arm's own x is skipped"
 
 
 def test_rust_pattern_bindings_are_followed() -> None:
@@ -103,7 +129,6 @@ def test_rust_pattern_bindings_are_followed() -> None:
         ("fn f(x: i32) {\n    g(x);\n    h!(x);\n}\n", "f(x", "x", "z", "a macro's tokens"),
         ("fn f(x: i32, y: i32) -> i32 {\n    x + y\n}\n", "f(x", "x", "y", "y is taken"),
         ("fn f(x: i32) -> i32 {\n    let y = 1;\n    x + y\n}\n", "f(x", "x", "y", "y is taken in the body"),
-        ("fn f(x: i32) -> i32 {\n    let g = |x: i32| x;\n    g(x)\n}\n", "f(x", "x", "z", "the closure rebinds x"),
         ("fn f(x: i32) -> i32 {\n    let y = x;\n    y + x\n}\n", "y + x", "x", "z", "a use, not a declaration"),
         ("fn f(p: P) -> i32 {\n    let P { x, .. } = p;\n    x\n}\n", "let P { x", "x", "z", "a pattern's shorthand"),
         ("fn f(o: Option<i32>) -> i32 {\n    match o {\n        Some(N) => N,\n        _ => 0,\n    }\n}\n",
@@ -288,6 +313,26 @@ def test_signature_change_fixes_the_calls_in_java_and_c() -> None:
     assert s.ask() is None, "main has no `depth` to pass"
 
 
+def test_java_signature_change_fixes_calls_in_nested_classes_that_cannot_inherit_the_name() -> None:
+    # jsoup's Cleaner: createSafeElement(sourceEl) is called from the nested CleaningVisitor (before: left alone)
+    java = (
+        "class S {\n  private int area(int w) {\n    return w;\n  }\n\n  class In {\n    int f(int w, int d) {\n"
+        "      return area(w) + this.area(w);\n    }\n  }\n\n  class Sub extends Base {\n    int g(int w, int d) {\n"
+        "      return area(w);\n    }\n  }\n\n  class Own {\n    int area(int w) {\n      return 0;\n    }\n"
+        "    int h(int w, int d) {\n      return area(w);\n    }\n  }\n\n  int k(int w, int d) {\n"
+        "    return area(w) + new Object() {\n      int m(int d) {\n        return area(d);\n      }\n"
+        "    }.m(d);\n  }\n}\n"
+    )
+    s = Session(java, "java")
+    s.edit("area(int w) {\n    return w;", "int w", "int w, int d")
+    text = s.follow()
+    assert "return area(w, d) + this.area(w);" in text, "In's own `this.area` is In's"
+    assert text.count("area(w, d)") == 2, "In's call and k's call"
+    assert "      return area(w);\n    }\n  }\n\n  class Own" in text, "Sub may inherit an area"
+    assert "int h(int w, int d) {\n      return area(w);" in text, "Own declares its own area"
+    assert "return area(d);" in text, "an anonymous class may inherit one"
+
+
 def test_rust_let_else_binding_is_followed_unless_it_may_be_a_constant() -> None:
     text = "fn f(o: Option<i32>) -> i32 {\n    let Some(v) = o else {\n        return 0;\n    };\n    v + 1\n}\n"
     s = Session(text, "rust")
@@ -327,3 +372,63 @@ def test_c_token_pasting_macro_used_by_the_function_refuses_its_renames() -> Non
     s = Session(text, "c")
     s.edit("int a0 = 0;\n  return", "a0", "b0")
     assert s.follow() == text.replace("int a0 = 0;\n  return a0", "int b0 = 0;\n  return b0")
+
+
+def test_c_define_reading_a_field_of_the_name_does_not_refuse_the_rename() -> None:
+    # libuv's fs-poll.c: `#define uv__make_close_pending(h) uv__want_endgame((h)->loop, (h))` names a field `loop`,
+    # which no rename of a variable `loop` changes (before: every rename of `loop` in the file refused)
+    text = (
+        "#define PENDING(h) endgame((h)->loop, (h))\n#define READS() (loop + 1)\n"
+        "int f(int loop) {\n  return loop * 2;\n}\n"
+    )
+    s = Session(text.replace("#define READS() (loop + 1)\n", ""), "c")
+    s.edit("f(int loop", "loop", "lp")
+    assert s.follow() == text.replace("#define READS() (loop + 1)\n", "").replace("loop * 2", "lp * 2").replace(
+        "f(int loop", "f(int lp"
+    )
+    s = Session(text, "c")
+    s.edit("f(int loop", "loop", "lp")
+    assert s.ask() is None, "READS() may read the variable"
+    # libuv's tty.c: `#define isatty(fd) isreallyatty(fd)`: the body's fd is the macro's parameter
+    text = "#define isatty(fd) really(fd)\nint f(int fd) {\n  return isatty(fd);\n}\n"
+    s = Session(text, "c")
+    s.edit("f(int fd", "fd", "fd2")
+    assert s.follow() == text.replace("f(int fd", "f(int fd2").replace("isatty(fd);", "isatty(fd2);")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle", "old", "new", "expected"),
+    [
+        # ryu's, hex's, semver's: the standard library's expression macros read the variable like any expression
+        ("fn f(e: i32) -> u32 {\n    debug_assert!(e >= 0);\n    (e as u32 * 7) >> 2\n}\n", "f(e", "e", "e2",
+         "fn f(e2: i32) -> u32 {\n    debug_assert!(e2 >= 0);\n    (e2 as u32 * 7) >> 2\n}\n"),
+        ("fn f(f: &mut W, c: u8) -> R {\n    write!(f, \"bad {:?} at {}\", c, c.len())\n}\n", "W, c", "c", "ch",
+         "fn f(f: &mut W, ch: u8) -> R {\n    write!(f, \"bad {:?} at {}\", ch, ch.len())\n}\n"),
+        # a field, a method, a path's part among the tokens are not the variable; a nested expression macro is read
+        ("fn f(x: S) {\n    assert_eq!(x.x, S::x(), \"{}\", format!(\"{:?}\", x));\n}\n", "f(x", "x", "z",
+         "fn f(z: S) {\n    assert_eq!(z.x, S::x(), \"{}\", format!(\"{:?}\", z));\n}\n"),
+        ("fn f(n: usize) -> Vec<u8> {\n    vec![0; n]\n}\n", "f(n", "n", "len",
+         "fn f(len: usize) -> Vec<u8> {\n    vec![0; len]\n}\n"),
+    ],
+)  # fmt: skip
+def test_rust_expression_macros_are_followed(text: str, needle: str, old: str, new: str, expected: str) -> None:
+    s = Session(text, "rust")
+    s.edit(needle, old, new)
+    assert s.follow() == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("fn f(x: i32) {\n    println!(\"{}\", y = x);\n}\n", "a named argument"),
+        ("fn f(x: i32) {\n    assert!(v.iter().all(|x| x > 0), \"{}\", x);\n}\n", "a closure may bind x"),
+        ("fn f(x: S) {\n    assert!(x.ok() && m!(x));\n}\n", "a crate's macro among the tokens"),
+        ("fn f(x: S) {\n    assert!(matches!(x, S::A));\n}\n", "matches! holds a pattern"),
+        ("fn f(x: S) {\n    dbg!(S { x });\n}\n", "a `{...}` group: a shorthand"),
+        ("fn f(x: i32) {\n    println!(\"{x:?}\");\n}\n", "an inline format argument"),
+    ],
+)  # fmt: skip
+def test_rust_expression_macros_refuse_what_they_cannot_follow(text: str, why: str) -> None:
+    s = Session(text, "rust")
+    s.edit("f(x", "x", "z")
+    assert s.ask() is None, why

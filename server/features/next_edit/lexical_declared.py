@@ -7,8 +7,9 @@ lexical_java_c.py), which identifiers declare a variable and with what scope, wh
 pattern, parameter or declarator: a shadowing), which are not variables (a field, a path, a label, a method's
 name), which subtrees hold other variables (Rust's nested items) and what makes a rename inexact (a macro, a
 struct field shorthand). A rename made at a declaration follows every use of the variable in its scope; it is
-refused (exact or not shown) when the old name is bound again in the scope (shadowing, not followed), when the new
-name is already spelled there, or when the language's own refusals apply.
+refused (exact or not shown) when the old name is bound again in the scope (shadowing; in Rust, where it is the
+idiom, the new binding's own scope is skipped instead and the rename followed around it), when the new name is
+already spelled there, or when the language's own refusals apply.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Scoping:
     """One language's scope rules; the defaults suit none, each language overrides them."""
 
     functions: tuple[str, ...] = ()  # nodes whose parameters and locals are followed (a local lies in one)
+    follows_past_shadowing = False  # a binding of the old name again: its scope skipped (else the rename refused)
 
     def declared_at(self, src: Source, node: Node, name: str = "") -> Scope | None:
         """The scope of the variable the identifier `node` declares (`name`: the name it had, when the user just
@@ -105,6 +107,7 @@ def occurrences(src: Source, names: tuple[str, ...], lo: int, hi: int) -> Iterat
 
 def _uses(src: Source, sc: Scoping, scope: Scope, r: Renamed) -> Iterator[Node]:
     names = (r.old, r.new)
+    shadowed: list[tuple[int, int]] = []  # bytes where another variable of the old name is seen (Rust's `let x`)
     for n, exact in occurrences(src, names, scope.taken_from, scope.end):
         if _hidden(src, sc, scope.container, n, names) or not exact or n == r.node:
             continue
@@ -112,8 +115,14 @@ def _uses(src: Source, sc: Scoping, scope: Scope, r: Renamed) -> Iterator[Node]:
         if text == r.new and (sc.binds(n) or sc.is_use(n)) and src.offset(n.start_byte) not in r.chained:
             raise Refused  # the new name is taken
         if text == r.old and n.start_byte >= scope.start:
+            if any(a <= n.start_byte < b for a, b in shadowed):
+                continue  # the other variable's binding or use
             if sc.binds(n):
-                raise Refused  # bound again: a shadowing, not followed
+                inner = sc.declared_at(src, n) if sc.follows_past_shadowing else None
+                if inner is None or inner.end > scope.end:
+                    raise Refused  # bound again: a shadowing, not followed
+                shadowed.append((inner.start, inner.end))
+                continue
             if sc.is_use(n):
                 yield n
 

@@ -4,14 +4,15 @@ Followed: a method's, constructor's or lambda's parameter (Java), a function's o
 function pointer `int (*cb)(int)` included), a local from its declarator to the end of the block around it (a `for`
 initialiser's: the loop; Java's `switch` group's: the `switch` block), a `catch` parameter, Java's enhanced-`for`
 and try-with-resources variables, C++'s range-`for` and structured bindings. Fields, globals and functions are not
-followed. Not a variable: a field access's field (`this.x`, `o.x`: Java's field and a local of the same name are
-two things, and `this.x = x` keeps its `this.x`), a method's name, a label, an annotation's name and keys, a
-qualified name's parts (`std::max`, `a.b.C` in an import). Refused: a binding of the old name again in the scope
-(C's and C++'s shadowing in a nested block, a lambda's parameter, Java's `instanceof` pattern), a nested class body
-(Java's anonymous and local classes, a C++ local class) that spells either name (its inherited members are not
-known), a Java `case` label of either name (an enum constant), and in C and C++ the preprocessor: any `#` line
-inside the function, a `#define` anywhere in the file that spells either name (its body may read the variable),
-or one that pastes tokens (`a##j`) whose macro the function uses.
+followed. Not a variable: a field access's field (`this.x`, `o.x`: Java's field and a local of the same name are two
+things, and `this.x = x` keeps its `this.x`), a method's name, a label, an annotation's name and keys, a qualified
+name's parts (`std::max`, `a.b.C` in an import). Refused: a binding of the old name again in the scope (C's and
+C++'s shadowing in a nested block, a lambda's parameter, Java's `instanceof` pattern), a nested class body (Java's
+anonymous and local classes, a C++ local class) that spells either name (its inherited members are not known), a
+Java `case` label of either name (an enum constant), and in C and C++ the preprocessor: any `#` line inside the
+function, a `#define` anywhere in the file that spells either name (its body may read the variable; not after `->`
+or `.`, a field's name, nor as one of the macro's parameters), or one that pastes tokens (`a##j`) whose macro the
+function uses.
 """
 
 from __future__ import annotations
@@ -158,6 +159,17 @@ def _c_holder(node: Node) -> tuple[Node, Node, bool] | None:
     return parent, child, first is not None and first.type == "function_declarator"
 
 
+_MACRO_PARAMS = re.compile(r"[ \t]*#[ \t]*define[ \t]+\w+\(([^)]*)\)")
+
+
+def _reads(define: str, names: tuple[str, ...], patterns: list[re.Pattern[str]]) -> bool:
+    """A `#define` line may read a variable of one of `names` (`patterns`: theirs, not after `->` or `.`): not
+    when it is one of the macro's own parameters (`#define isatty(fd) isreallyatty(fd)`)."""
+    params = _MACRO_PARAMS.match(define)
+    own = {p.strip() for p in params.group(1).split(",")} if params else set()
+    return any(n not in own and p.search(define) for n, p in zip(names, patterns, strict=True))
+
+
 def defines_name(src: Source, name: str) -> bool:
     """A `#define` of the file spells `name` (a macro of the name, or one whose body reads it)."""
     w = word(name)
@@ -221,11 +233,11 @@ class CScoping(Scoping):
             return False
         function = scope.container if scope.container.type in _C_FUNCTIONS else _nearest(scope.container, _C_FUNCTIONS)
         f0, f1 = src.span(function if function is not None else scope.container)
-        patterns = [word(n) for n in names]
+        patterns = [re.compile(r"(?<!->)(?<!\.)" + word(n).pattern) for n in names]  # `(h)->loop` reads a field
         macros: dict[str, str] = {}
         for m in _PREPROCESSOR.finditer(src.text):
             line = m.group()
-            if f0 <= m.start() < f1 or (_DEFINE.match(line) and any(p.search(line) for p in patterns)):
+            if f0 <= m.start() < f1 or (_DEFINE.match(line) and _reads(line, names, patterns)):
                 return True  # conditional compilation in the function, or a macro that may read the variable
             if (name := _MACRO_NAME.match(line)) is not None:
                 macros[name.group(1)] = line

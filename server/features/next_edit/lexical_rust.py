@@ -4,13 +4,19 @@ Followed: a function's or closure's parameter (its whole function), a `let` bind
 statement to the end of its block: `let x = x + 1;` reads the `x` before it), a `for` pattern's binding (the loop's
 body), an `if let`/`while let` binding (from the pattern to the end of the branch taken) and a `match` arm's binding
 (the arm), nested in any pattern (`(a, mut b)`, `Some(v)`, `Point { x: px, .. }`). A binding of the old name again
-in the scope is a shadowing: refused. In a refutable pattern (`if let`, `match`) a name that may be a constant
-(capitalised, or a `const`, `static` or `use` of the file names it) is not followed. Not a variable: a path's parts
-(`a::b`), a field, a label, a macro's name; nested items (`fn`, `impl`, `mod`, ...: they cannot see the function's
-locals) are skipped, or refused when one is named with the old or the new name. Refused: a macro invocation whose
-tokens spell the old or new name (`println!("{x}")`, `vec![x]`: a macro's tokens are not known to be expressions),
-a struct expression's field shorthand `Foo { x }` or a pattern's `Foo { x, .. }` of either name (the field's
-name would change with it), a `use` of either name in the scope.
+in the scope is a shadowing: the rename follows the uses around the new variable's scope (`let x = x + 1;` reads the
+old `x`, the lines after it the new one; `for x in x {..}`, a closure's `|x|`), and is refused where that scope is
+not known or reaches past the old variable's. In a refutable pattern (`if let`, `match`) a name that may be a
+constant (capitalised, or a `const`, `static` or `use` of the file names it) is not followed. Not a variable: a
+path's parts (`a::b`), a field, a label, a macro's name; nested items (`fn`, `impl`, `mod`, ...: they cannot see the
+function's locals) are skipped, or refused when one is named with the old or the new name. The standard library's
+macros whose arguments are expressions (`write!`, `assert_eq!`, `debug_assert!`, `vec!`, ...: EXPRESSION_MACROS) are
+read as expressions: an identifier among their tokens is a use (not after `.` or `::`, nor before `::` or `!`).
+Refused: any other macro invocation whose tokens spell the old or new name (a crate's own macro: its tokens are not
+known to be expressions), and one of those whose tokens spell it in an inline format argument (`println!("{x}")`), a
+named argument (`x = 1`), a `{...}` group, or beside tokens that may bind (`let`, `for`, `match`, `|`, `=>`), a
+struct expression's field shorthand `Foo { x }` or a pattern's `Foo { x, .. }` of either name (the field's name
+would change with it), a `use` of either name in the scope.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ def _holder(node: Node) -> tuple[Node, Node] | None:
 
 class RustScoping(Scoping):
     functions = ("function_item", "closure_expression")
+    follows_past_shadowing = True  # `let text = dot(text)?;`: the old variable's uses stop where the new one's start
 
     def declared_at(self, src: Source, node: Node, name: str = "") -> Scope | None:
         found = _holder(node)
@@ -114,12 +121,21 @@ class RustScoping(Scoping):
         parent = node.parent
         if parent is None:
             return False
+        if parent.type == "token_tree":  # an expression macro's token: not after `.` or `::`, nor before `::`, `!`
+            before, after = node.prev_sibling, node.next_sibling
+            if before is not None and before.type in (".", "::"):
+                return False
+            return after is None or after.type not in ("::", "!")
         if parent.type == "macro_invocation" and parent.child_by_field_name("macro") == node:
             return False
         return not (parent.type in _ITEMS and parent.child_by_field_name("name") == node)
 
     def opaque(self, src: Source, node: Node, names: tuple[str, ...]) -> bool:
         if node.type == "token_tree" or node.type == "macro_invocation":
+            if _expression_tokens(node):
+                if node.type == "macro_invocation" and spells(src, node, names) and _inexact_in(src, node, names):
+                    raise Refused
+                return False  # its identifiers are classified one by one (is_use)
             if spells(src, node, names):
                 raise Refused
             return True
@@ -138,6 +154,50 @@ class RustScoping(Scoping):
         if node.type in ("shorthand_field_initializer", "shorthand_field_identifier"):
             return src.node_text(node) in names
         return False
+
+
+# The standard library's macros whose arguments are expressions separated by commas (a format string first, or
+# `vec![x; n]`): their identifiers are the variables they spell, as in any expression. `matches!` is not one (a
+# pattern binds), nor any macro a crate defines (its tokens may be anything).
+EXPRESSION_MACROS = frozenset({
+    "format", "format_args", "print", "println", "eprint", "eprintln", "write", "writeln", "panic", "assert",
+    "assert_eq", "assert_ne", "debug_assert", "debug_assert_eq", "debug_assert_ne", "unreachable", "todo",
+    "unimplemented", "vec", "dbg",
+})  # fmt: skip
+_BINDS = re.compile(r"\b(?:let|for|match|move)\b|\||=>|[^=!<>+\-*/%&^|]=[^=]")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _expression_tokens(node: Node) -> bool:
+    """`node` (a macro invocation or a token tree) holds tokens of one of EXPRESSION_MACROS' arguments: its own, or
+    a parenthesised or bracketed group of them, not a nested macro's but another of those."""
+    if node.type == "macro_invocation":
+        name = node.child_by_field_name("macro")
+        return name is not None and name.type == "identifier" and name.text is not None and \
+            name.text.decode() in EXPRESSION_MACROS  # fmt: skip
+    parent, first = node.parent, node.child(0)
+    if parent is None or first is None or first.type == "{":
+        return False  # a block or a struct literal's fields: may bind, may be a shorthand
+    if parent.type == "macro_invocation":
+        return _expression_tokens(parent)
+    if parent.type != "token_tree":
+        return False
+    before = node.prev_sibling
+    if before is not None and before.type == "!":  # a nested macro's tokens: `name!(...)`
+        name = before.prev_sibling
+        return name is not None and name.type == "identifier" and name.text is not None and \
+            name.text.decode() in EXPRESSION_MACROS and _expression_tokens(parent)  # fmt: skip
+    return _expression_tokens(parent)
+
+
+def _inexact_in(src: Source, macro: Node, names: tuple[str, ...]) -> bool:
+    """An expression macro spelling one of `names` where a rename cannot follow it: an inline format argument
+    (`"{x}"`, `"{x:?}"`), a named argument (`x = 1`), or tokens that may bind a name (`let`, `for`, `match`, a
+    closure's `|x|`, an arm's `=>`)."""
+    text = src.node_text(macro)
+    if any(re.search(r"\{" + re.escape(n) + r"\b", text) for n in names):
+        return True
+    return _BINDS.search(_STRING.sub('""', text)) is not None
 
 
 def _branch_of(condition: Node) -> tuple[Node, Node] | None:

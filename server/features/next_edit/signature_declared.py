@@ -7,10 +7,11 @@ argument is deleted; added: the caller's own variable of that name, declared bef
 left alone; reordered: the arguments are permuted. The function is Rust's free `fn` (not in an `impl` or trait; the
 only one of its name in the file) called as `name(...)`; a C function definition called as `name(...)` (none when a
 `#define` spells the name: it may be a macro); a Java method, the only one of its name in its class, of a class that
-extends nothing and imports nothing of that name, called as `name(...)` or `this.name(...)` in its class (not in a
-nested class). Not followed: a caller that binds the name itself, `self` and patterns in Rust's parameters, Java's
-varargs and receiver parameters, C's `...` and unnamed parameters, C++ (overloads, default arguments), calls in
-Rust macros.
+extends nothing and imports nothing of that name, called as `name(...)` or `this.name(...)` in its class or in a
+named class nested in it that extends nothing and declares no method of that name (not in an anonymous class, an
+enum or a subclass: they may inherit one). Not followed: a caller that binds the name itself, `self` and patterns in
+Rust's parameters, Java's varargs and receiver parameters, C's `...` and unnamed parameters, C++ (overloads, default
+arguments), calls in Rust macros.
 """
 
 from __future__ import annotations
@@ -179,13 +180,32 @@ def _calls(src: Source, language_id: str, change: Change) -> Iterator[tuple[Node
             obj = call.child_by_field_name("object")
             if call.type != "method_invocation" or call.child_by_field_name("name") != n:
                 continue
-            if (obj is not None and obj.type != "this") or enclosing(n, _JAVA_BODIES) != body:
-                continue  # another object's method, or a nested class's
+            if obj is not None and (obj.type != "this" or enclosing(n, _JAVA_BODIES) != body):
+                continue  # another object's method (a nested class's `this` is that class's)
+            if not _reaches(src, n, body, change.name):
+                continue  # a nested class's method
         elif call.type != "call_expression" or call.child_by_field_name("function") != n:
             continue
         args = call.child_by_field_name("arguments")
         if args is not None:
             yield call, args
+
+
+def _reaches(src: Source, call: Node, body: Node, name: str) -> bool:
+    """A Java call `name(...)` at `call` names a method of the class whose body is `body`: it lies in that body, or
+    in named classes nested in it that extend nothing and declare no method of the name (Java looks for the name in
+    the innermost class that has it; an anonymous class, an enum or a subclass may inherit one)."""
+    inner = enclosing(call, _JAVA_BODIES)
+    while inner is not None and inner != body:
+        cls = inner.parent
+        if inner.type != "class_body" or cls is None or cls.type != "class_declaration":
+            return False
+        if cls.child_by_field_name("superclass") is not None or any(
+            m.type == "method_declaration" and _name(src, m) == name for m in inner.named_children
+        ):
+            return False
+        inner = enclosing(inner, _JAVA_BODIES)
+    return inner == body
 
 
 def _identifiers(src: Source, name: str, within: Node) -> Iterator[Node]:
