@@ -9,14 +9,14 @@ each language's own compiler deciding the intended file, independently of the tr
 
 Rust: the crate sources librust-*-dev packages ship (/usr/share/cargo/registry/CRATE-VERSION), resolved by rustc
 (benchmarks/nes_rust_renames.py: `rustc` on PATH, any recent toolchain). Java: the upstream sources of Debian's
-source packages, attributed by javac (benchmarks/nes_java_renames.java: `java` of a JDK 17 or later on PATH). C: the
+source packages, attributed by javac (benchmarks/nes_java_cases.java: `java` of a JDK 17 or later on PATH). C: the
 same, analysed by clang (benchmarks/nes_c_renames.py: the PyPI package `libclang`, the `nes-cases` extra). Each case
 is the format of benchmarks/nes_structural.py's: a parameter or a local renamed at its declaration (the user's edit)
 and the whole file as intended once every other location the compiler resolves to that variable is renamed too
 (categories rename-parameter-LANG, rename-local-LANG), and, to be silent, a parameter the function never uses
 renamed (silent-unused-parameter-LANG); and a parameter added to a function whose every caller has a parameter of
 that name and type, the calls passing it (add-parameter-LANG: benchmarks/nes_rust_signatures.py,
-nes_java_signatures.java, nes_c_signatures.py). Each case records its language, package, version, licence (the
+nes_java_cases.java, nes_c_signatures.py). Each case records its language, package, version, licence (the
 file's own, from the package's machine-readable debian/copyright: the paragraph that matches it) and file.
 """
 
@@ -29,6 +29,7 @@ import re
 import subprocess
 import tarfile
 import tempfile
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -106,15 +107,22 @@ def answers(language: str, root: Path, folder: str, files: list[Path], includes:
 
         return renames(hir_tree(root / "src" / "lib.rs", _edition(root)), files)
     if language == "java":
-        every = sorted(str(p) for p in (root / folder).rglob("*.java"))  # the whole tree, one compilation
-        done = subprocess.run(["java", str(HERE / "nes_java_renames.java"), *every], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"nes_java_renames failed ({done.returncode}): {done.stderr[-2000:]}")
-        print(f"    javac: {done.stderr.strip().splitlines()[-1]}")
-        return {a["file"]: a for a in map(json.loads, done.stdout.splitlines())}
+        return {f: {"file": f, **line["renames"]} for f, line in java_cases(root, folder).items()}
     from waferline.benchmarks.nes_c_renames import renames as c_renames
 
     return {str(f): c_renames(f, includes) for f in files}
+
+
+@cache
+def java_cases(root: Path, folder: str) -> dict[str, dict[str, Any]]:
+    """benchmarks/nes_java_cases.java's answer per file of the package's tree (one compilation; asked once for
+    the renames and the added parameters)."""
+    every = sorted(str(p) for p in (root / folder).rglob("*.java"))
+    done = subprocess.run(["java", str(HERE / "nes_java_cases.java"), *every], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"nes_java_cases failed ({done.returncode}): {done.stderr[-2000:]}")
+    print(f"    javac: {done.stderr.strip().splitlines()[-1]}")
+    return {a["file"]: a for a in map(json.loads, done.stdout.splitlines())}
 
 
 def _edition(crate: Path) -> str:
@@ -139,11 +147,7 @@ def added_parameters(language: str, root: Path, folder: str, files: list[Path], 
 
         return {str(f): dict(zip(("candidates", "skipped"), additions(f, includes), strict=True)) for f in files}
     if language == "java":
-        every = sorted(str(p) for p in (root / folder).rglob("*.java"))
-        done = subprocess.run(["java", str(HERE / "nes_java_signatures.java"), *every], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"nes_java_signatures failed ({done.returncode}): {done.stderr[-2000:]}")
-        return {a["file"]: a for a in map(json.loads, done.stdout.splitlines())}
+        return {f: line["added"] for f, line in java_cases(root, folder).items()}
     return {}
 
 

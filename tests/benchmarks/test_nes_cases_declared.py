@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from nes_case_checks import check_rename_case  # tests/support (on sys.path: tests/conftest.py)
 
 from waferline.benchmarks.nes_cases_declared import (
     HERE,
@@ -25,7 +26,7 @@ from waferline.benchmarks.nes_cases_declared import (
     wanted,
 )  # fmt: skip
 from waferline.benchmarks.nes_cases_go import permissive
-from waferline.benchmarks.nes_eval import DATA, after_user, intended, read_cases
+from waferline.benchmarks.nes_eval import DATA, intended, read_cases
 
 LANGUAGES = ("rust", "java", "c")
 
@@ -57,14 +58,7 @@ def test_shipped_cases_are_well_formed(language: str) -> None:
             assert calls >= 1 and all(e["text"].count(f", {variable}") >= 1 for e in c["expected"])
             assert _words(intended(c)).count(variable) >= _words(c["before"]).count(variable) + 1 + calls
             continue
-        (edit,) = c["edits"]
-        old, new = c["before"][edit["start"] : edit["end"]], edit["text"]
-        assert re.fullmatch(r"[^\W\d]\w*", old) and new.startswith(old) and new != old
-        assert not re.search(rf"\b{re.escape(new)}\b", c["before"]), "the new name was free"
-        user, target = after_user(c), intended(c)
-        assert (target == user) == c["category"].startswith("silent-") == (not c["expected"])
-        assert [w if w != new else old for w in _words(target)] == _words(c["before"])
-        assert _words(target).count(new) > (1 if c["expected"] else 0)
+        check_rename_case(c)
 
 
 def test_the_lists_and_the_check_list_are_apart() -> None:
@@ -116,6 +110,14 @@ def test_unpack_source_reads_the_orig_tree_and_its_copyright(tmp_path: Path) -> 
         unpack_source(tmp_path, "libz", "1.6-1", tmp_path / "out2")
 
 
+def _crate(folder: Path, lib: str) -> Path:
+    """A crate of one file, src/lib.rs (returned), edition 2021."""
+    (folder / "src").mkdir()
+    (folder / "Cargo.toml").write_text('[package]\nedition = "2021"\n', encoding="utf-8")
+    (folder / "src" / "lib.rs").write_text(lib, encoding="utf-8")
+    return folder / "src" / "lib.rs"
+
+
 RUST = """pub struct P { pub x: i32 }
 
 pub fn f(a: i32, unused: i32) -> P {
@@ -135,10 +137,7 @@ pub fn f(a: i32, unused: i32) -> P {
 
 @pytest.mark.skipif(shutil.which("rustc") is None, reason="the oracle needs rustc")
 def test_rustc_hir_oracle(tmp_path: Path) -> None:
-    (tmp_path / "src").mkdir()
-    lib = tmp_path / "src" / "lib.rs"
-    lib.write_text(RUST, encoding="utf-8")
-    (tmp_path / "Cargo.toml").write_text('[package]\nedition = "2021"\n', encoding="utf-8")
+    lib = _crate(tmp_path, RUST)
     (answer,) = answers("rust", tmp_path, "src", [lib], []).values()
     found = {(c["kind"], c["name"], c["start"]): c["locations"] for c in answer["candidates"]}
     at = RUST.index
@@ -309,10 +308,7 @@ pub fn r(a: u32, s: String) -> u32 {
 
 @pytest.mark.skipif(shutil.which("rustc") is None, reason="the check needs rustc")
 def test_rust_signature_candidates_are_type_checked(tmp_path: Path) -> None:
-    (tmp_path / "src").mkdir()
-    lib = tmp_path / "src" / "lib.rs"
-    lib.write_text(RUST_CALLS, encoding="utf-8")
-    (tmp_path / "Cargo.toml").write_text('[package]\nedition = "2021"\n', encoding="utf-8")
+    lib = _crate(tmp_path, RUST_CALLS)
     (answer,) = added_parameters("rust", tmp_path, "src", [lib], []).values()
     (found,) = answer["candidates"]
     at = RUST_CALLS.index

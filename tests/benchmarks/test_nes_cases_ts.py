@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import io
 import random
-import re
 import tarfile
 from pathlib import Path
+
+from nes_case_checks import check_rename_case  # tests/support (on sys.path: tests/conftest.py)
 
 from waferline.benchmarks.nes_cases_ts import file_cases, package_list, source_files
 from waferline.benchmarks.nes_eval import DATA, after_user, intended, read_cases
 
 LISTING = Path(__file__).resolve().parents[2] / "benchmarks" / "nes_packages.txt"
 SUFFIX = {"javascript": "js", "typescript": "ts"}
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[\w$]+", text)
 
 
 def test_shipped_js_ts_cases_are_well_formed() -> None:
@@ -35,15 +32,7 @@ def test_shipped_js_ts_cases_are_well_formed() -> None:
         src = c["source"]
         assert listed[(src["package"], src["version"])] == src["licence"]
         assert src["file"].endswith(".ts" if c["language"] == "typescript" else (".js", ".cjs"))
-        (edit,) = c["edits"]
-        old, new = c["before"][edit["start"] : edit["end"]], edit["text"]
-        assert re.fullmatch(r"[A-Za-z_$][\w$]*", old) and new.startswith(old) and new != old
-        assert not re.search(rf"(?<![\w$]){re.escape(new)}(?![\w$])", c["before"]), "the new name was free"
-        user, target = after_user(c), intended(c)
-        assert (target == user) == c["category"].startswith("silent-") == (not c["expected"])
-        # the intended file is the file after the user's edit with some occurrences of the old name renamed, only
-        assert [w if w != new else old for w in _words(target)] == _words(c["before"])
-        assert _words(target).count(new) > (1 if c["expected"] else 0)
+        check_rename_case(c, name=r"[A-Za-z_$][\w$]*", word=r"[\w$]")
 
 
 def test_file_cases_rename_every_location_and_keep_unused_parameters_silent() -> None:
