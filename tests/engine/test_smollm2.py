@@ -29,6 +29,7 @@ from llama_cpp_support import ROOT, llama_cpp_bin, llama_server, post
 from waferline.engine.checkpoint import LoadedModel, load_model
 from waferline.engine.generate import generate
 from waferline.engine.kvcache import Session
+from waferline.hardware.device import X8_BASE
 
 PROMPTS = (
     "def fibonacci(n):",
@@ -150,8 +151,10 @@ def assert_greedy_parity(
         return
     top = llama_top(url, ids + mine[:k])
     assert mine[k] in top, (k, mine[k], top)  # ours is among llama.cpp's likeliest
+    # llama-server's log-probabilities, read by a prefill of the same tokens, may even rank ours first (its own
+    # prefill and decode round apart): ours at most `tie` below its greedy choice
     their_gap = top[theirs[k]] - top[mine[k]]
-    assert 0 <= their_gap <= tie, (k, mine[: k + 1], theirs[: k + 1], gap, their_gap)
+    assert their_gap <= tie, (k, mine[: k + 1], theirs[: k + 1], gap, their_gap)
 
 
 def test_smollm2_tokenizes_as_llama_cpp(q4_1: Path, model: LoadedModel) -> None:
@@ -223,8 +226,9 @@ def test_a_q4_k_m_file_made_by_llama_quantize_runs_from_its_blocks_as_llama_serv
     from waferline.hardware.device import BlockWeight
 
     native = load_model(q4_k_m)
-    kinds = {kind for layer in native.model.layers for m in (layer.qkv, layer.down) for kind, _ in m.payload.segments}
-    assert {"Q5_0", "Q4_K", "Q6_K"} <= kinds, kinds  # every matrix kept as the file's blocks, none expanded
+    kinds = {X8_BASE.get(kind, kind) for layer in native.model.layers for m in (layer.qkv, layer.down)
+             for kind, _ in m.payload.segments}  # fmt: skip
+    assert {"Q5_0", "Q4_K", "Q6_K"} <= kinds, kinds  # every matrix kept as the file's blocks (Q5_0 maybe as Q5_0_X8)
     assert all(isinstance(layer.gate_up.payload, BlockWeight) for layer in native.model.layers)
     assert native.model.device.placement().weight_bytes <= 1.05 * q4_k_m.stat().st_size
     with llama_server(q4_k_m) as url:
