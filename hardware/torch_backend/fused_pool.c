@@ -9,8 +9,10 @@
  * chunk), so a late worker can never take a chunk of a later product, and a preempted worker (a shared machine)
  * delays nobody but the chunk it holds. A worker preempted in the middle of a chunk does delay the caller, who must
  * wait for that chunk; on a machine whose other cores are busy (more runnable threads than cores) that costs up to a
- * scheduler time slice (milliseconds) each time, so after such a stall the caller runs the next BACKOFF products
- * alone and then tries the workers again. Results do not depend on it (see fused.h). What a second thread cannot
+ * scheduler time slice (milliseconds) each time, so after such a stall the caller runs its products alone for
+ * BACKOFF times as long as it waited (at least a millisecond) and then tries the workers again: a busy core is
+ * tried again a few times a second, a virtual machine's core that paused for a tenth of a millisecond costs a
+ * millisecond or two of one thread. Results do not depend on it (see fused.h). What a second thread cannot
  * help with is a busy machine: each product then waits for the slower of two threads that the scheduler serves
  * independently, and on the shared 2-core machines 2 threads decoded no faster than 1 while they were loaded.
  */
@@ -34,8 +36,9 @@
 #endif
 
 #define SPIN_NS 1000000 /* how long an idle worker spins before it sleeps */
-#define STALL_NS 30000  /* a wait for workers this long, and longer than the caller's own share, is a stall */
-#define BACKOFF 512     /* products the caller then runs alone (a few tokens of a 0.5B model, ~20 of the 5M one) */
+#define STALL_NS 30000  /* a wait for workers this long, and longer than two of the caller's chunks, is a stall */
+#define BACKOFF 16      /* the caller then runs alone for this many times the stall (at least BACKOFF_MIN_NS) */
+#define BACKOFF_MIN_NS 1000000
 
 static struct {
     _Atomic uint64_t claim; /* generation << 32 | index of the next chunk to hand out */
@@ -46,7 +49,7 @@ static struct {
     _Atomic int wanted;     /* workers that take part in this generation (ids below it) */
     _Atomic int64_t chunks; /* chunks in this generation */
     int started;            /* workers created so far (only the caller of wl_parallel creates them) */
-    int alone;              /* products left to run without the workers after a stall */
+    int64_t alone_until;    /* after a stall, the time until which products run without the workers */
     int64_t stats[4];       /* products run: split between threads, alone after a stall, and stalls seen */
     wl_task fn;             /* fn, ctx and the sizes are read only by the holder of one of the generation's chunks */
     const void *ctx;
@@ -61,18 +64,21 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Take and run chunks of generation g until none is left (or a newer generation began: then nothing is ours). */
-static void run_chunks(uint32_t g) {
+/* Take and run chunks of generation g until none is left (or a newer generation began: then nothing is ours); returns
+ * how many it ran. */
+static int64_t run_chunks(uint32_t g) {
+    int64_t ran = 0;
     for (;;) {
         uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
-        if ((uint32_t)(c >> 32) != g) return;
-        if ((int64_t)(c & 0xffffffffu) >= atomic_load_explicit(&pool.chunks, memory_order_relaxed)) return;
+        if ((uint32_t)(c >> 32) != g) return ran;
+        if ((int64_t)(c & 0xffffffffu) >= atomic_load_explicit(&pool.chunks, memory_order_relaxed)) return ran;
         if (!atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel, memory_order_relaxed))
             continue;
         /* the chunk is ours, so generation g cannot end before we report it: fn, ctx and the sizes stay g's */
         const int64_t begin = (int64_t)(c & 0xffffffffu) * pool.grain;
         const int64_t end = begin + pool.grain < pool.n_items ? begin + pool.grain : pool.n_items;
         pool.fn(pool.ctx, begin, end);
+        ran++;
         atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
     }
 }
@@ -105,7 +111,7 @@ static void *worker(void *arg) {
 /* A child of fork() has none of the workers (nor, maybe, an unlocked mutex): it starts with an empty pool. */
 static void forget_workers(void) {
     pool.started = 0;
-    pool.alone = 0;
+    pool.alone_until = 0;
     atomic_store(&pool.sleepers, 0);
     atomic_store(&pool.busy, 0);
     pthread_mutex_init(&pool.lock, NULL);
@@ -126,8 +132,7 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
         fn(ctx, 0, n_items); /* one thread, one chunk, or another caller holds the pool: run it here */
         return;
     }
-    if (pool.alone > 0) { /* backing off after a stall */
-        pool.alone--;
+    if (pool.alone_until > 0 && now_ns() < pool.alone_until) { /* backing off after a stall */
         pool.stats[1]++;
         fn(ctx, 0, n_items);
         atomic_store(&pool.busy, 0);
@@ -160,7 +165,7 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
         pthread_mutex_unlock(&pool.lock);
     }
     const int64_t t0 = now_ns();
-    run_chunks(g);
+    const int64_t ran = run_chunks(g);
     const int64_t t1 = now_ns();
     for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
         CPU_RELAX(); /* a chunk still running elsewhere: at most one chunk's time, unless its thread was preempted */
@@ -168,8 +173,11 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
     }
     const int64_t waited = now_ns() - t1;
     pool.stats[0]++;
-    if (waited > STALL_NS && waited > t1 - t0) {
-        pool.alone = BACKOFF;
+    /* the last chunk running elsewhere began before the caller's last one ended, so a wait longer than two of the
+     * caller's chunks is a worker that lost its core (few chunks of a long product, as the attention of a prompt's
+     * tokens, may leave a whole chunk to wait for: not a stall) */
+    if (waited > STALL_NS && waited > 2 * (t1 - t0) / (ran > 0 ? ran : 1)) {
+        pool.alone_until = now_ns() + (BACKOFF * waited > BACKOFF_MIN_NS ? BACKOFF * waited : BACKOFF_MIN_NS);
         pool.stats[2]++;
     }
     atomic_store(&pool.busy, 0);

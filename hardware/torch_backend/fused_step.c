@@ -91,8 +91,8 @@ static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
 }
 
 /* Scratch floats the step needs for up to STEP_MAX_TOKENS tokens at once (fused.py allocates this many): per token
- * x, xb, tmp, qkv, att, hb and sx, then per KV head its own scores and key block (its queries may run on any
- * thread), then the quantised vectors (with, for block formats, their per-block scales and sums). */
+ * x, xb, tmp, qkv, att, hb and sx, then per KV head its own scores, then per attention item (a KV head and some of the
+ * tokens, which may run on any thread) a key block, then the quantised vectors (with, for block formats, their per-block scales and sums). */
 int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
     const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
@@ -100,7 +100,7 @@ int64_t waferline_scratch_floats(const int64_t *dims) {
     if (dim > widest) widest = dim;
     widest = (widest + 3) / 4 * 4; /* the packed int8 product reads its vectors 4 bytes at a time */
     const int64_t per_token = 3 * dim + qkv + h * hd + 2 * dims[D_INTER] + 1;
-    const int64_t floats = n * per_token + kvh * (n * (h / kvh) * dims[D_MAX_TOKENS] + 16 * hd);
+    const int64_t floats = n * per_token + kvh * (n * (h / kvh) * dims[D_MAX_TOKENS] + n * 16 * hd);
     return floats + (n * widest) / 4 + n * (wl_blocks_scratch_bytes(widest) - widest + 3) / 4 + 16;
 }
 
@@ -111,15 +111,22 @@ typedef struct {
     float *att, *scores, *rows;
     const float *qkv;
     const void *kv;
-    int64_t n, kvfmt, layer_base, max_t, pos, G, D, HD, qkv_n, KVH, scores_per_head;
+    int64_t n, kvfmt, layer_base, max_t, pos, G, D, HD, qkv_n, KVH, scores_per_head, pieces, per_piece, max_tokens;
 } attend_ctx;
 
+/* Item i: KV head i / pieces, for the tokens of piece i % pieces (per_piece tokens each). A token's attention is the
+ * same arithmetic whichever piece holds it (fused_attention.c), so the pieces change only how the work is shared
+ * between threads: with one item per KV head, 3 heads on 2 threads leave one thread waiting a third of the time. */
 static void attend_heads(const void *ctx_, int64_t begin, int64_t end) {
     const attend_ctx *c = (const attend_ctx *)ctx_;
-    for (int64_t g = begin; g < end; g++)
-        wl_attend_group(c->att + g * c->G * c->D, c->HD, c->qkv + g * c->G * c->D, c->qkv_n, c->n, c->kv, c->kvfmt,
-                     c->layer_base + g * c->max_t * c->D, c->layer_base + (c->KVH + g) * c->max_t * c->D, c->pos + 1,
-                     c->G, c->D, c->scores + g * c->scores_per_head, c->rows + g * 16 * c->D);
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t g = i / c->pieces, t0 = i % c->pieces * c->per_piece;
+        const int64_t nt = c->n - t0 < c->per_piece ? c->n - t0 : c->per_piece;
+        wl_attend_group(c->att + t0 * c->HD + g * c->G * c->D, c->HD, c->qkv + t0 * c->qkv_n + g * c->G * c->D,
+                        c->qkv_n, nt, c->kv, c->kvfmt, c->layer_base + g * c->max_t * c->D,
+                        c->layer_base + (c->KVH + g) * c->max_t * c->D, c->pos + t0 + 1, c->G, c->D,
+                        c->scores + g * c->scores_per_head + t0 * c->G * c->max_tokens, c->rows + i * 16 * c->D);
+    }
 }
 
 static wl_matrix matrix(void *const *p, int64_t w, const float *bias, int64_t n_in, int64_t n_out, int64_t fmt) {
@@ -149,7 +156,9 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
     float *x = (float *)ptrs[P_SCRATCH];
     float *xb = x + n * dim, *tmp = xb + n * dim, *qkv = tmp + n * dim, *att = qkv + n * qkv_n, *hb = att + n * HD;
     float *sx = hb + n * I2, *scores = sx + n, *rows = scores + KVH * scores_per_head;
-    uint8_t *xq = (uint8_t *)(rows + KVH * 16 * D);
+    uint8_t *xq = (uint8_t *)(rows + KVH * n * 16 * D);
+    /* the attention's items: one per KV head, or with more threads one per KV head and 4 tokens */
+    const int64_t per_piece = threads > 1 && n > 4 ? 4 : n, pieces = (n + per_piece - 1) / per_piece;
 
     for (int64_t t = 0; t < n; t++) {
         if (embfmt >= EMB_BLOCKS) {
@@ -192,8 +201,9 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
         /* the G query heads of n tokens that share KV head g read its rows once; one KV head per item */
         const attend_ctx actx = {.att = att, .scores = scores, .rows = rows, .qkv = qkv, .kv = kv, .n = n,
                                  .kvfmt = kvfmt, .layer_base = layer_base, .max_t = max_t, .pos = pos, .G = G, .D = D,
-                                 .HD = HD, .qkv_n = qkv_n, .KVH = KVH, .scores_per_head = scores_per_head};
-        wl_parallel(threads, attend_heads, &actx, KVH, 1);
+                                 .HD = HD, .qkv_n = qkv_n, .KVH = KVH, .scores_per_head = scores_per_head,
+                                 .pieces = pieces, .per_piece = per_piece, .max_tokens = dims[D_MAX_TOKENS]};
+        wl_parallel(threads, attend_heads, &actx, KVH * pieces, 1);
         const wl_matrix wo = matrix(p, L_O_W, NULL, HD, dim, wfmt);
         wl_linear(tmp, dim, att, HD, n, &wo, xq, sx, threads);
         for (int64_t i = 0; i < n * dim; i++) x[i] += tmp[i];
