@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args.model, backend=args.backend, weights=args.dtype)
     load_s = time.perf_counter() - t0
     margs = loaded.args
-    set_threads(args.threads, margs.n_params)
+    set_threads(args.threads, margs.n_params, loaded.model)
     if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
         raise ValueError(
             f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         "dtype": args.dtype,
         "backend": args.backend,
         "threads": torch.get_num_threads(),
+        "prefill_threads": getattr(getattr(loaded.model, "fused", None), "batch_threads", 0) or torch.get_num_threads(),
         "decode_path": "fused" if getattr(loaded.model, "fused", None) is not None else "per-op",
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
@@ -289,7 +290,7 @@ def print_table(report: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     rows = [
         ("parameters", f"{report['params'] / 1e6:.1f} M"),
-        ("threads", str(report["threads"])),
+        ("threads (decode / prefill)", f"{report['threads']} / {report['prefill_threads']}"),
         (
             "decode path",
             report["decode_path"] + (" (one C call per token)" if report["decode_path"] == "fused" else ""),

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         prompt = args.prompt if args.prompt is not None else "def fibonacci(n):\n"
     args.dtype = weight_format(args.backend, args.dtype)
     loaded = load(args.model, backend=args.backend, weights=args.dtype)
-    set_threads(args.threads, loaded.args.n_params)
+    set_threads(args.threads, loaded.args.n_params, loaded.model)
     tokenizer = loaded.tokenizer
     ids = tokenizer.encode(prompt)
     if loaded.special.add_bos and loaded.special.bos_id is not None:

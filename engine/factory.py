@@ -135,14 +135,16 @@ def _remote_or_local(
 
 def _chat_model(options: EngineOptions, model: str) -> Engine:
     """The local chat model, as `_local_engine` loads a model but leaving torch's threads as the keystrokes' model
-    set them (the two share the process)."""
-    from waferline.engine.loader import load
+    set them (the two share the process): the threads its fused step chooses are its own (`model_threads`)."""
+    from waferline.engine.loader import load, model_threads
     from waferline.engine.local import LocalEngine
 
     if not Path(model).expanduser().exists():
         raise FileNotFoundError(f"no such file or directory: {model}")
+    loaded = load(model, backend=options.backend, weights=options.dtype)
+    model_threads(options.threads or None, loaded.args.n_params, loaded.model)
     engine = LocalEngine(
-        load(model, backend=options.backend, weights=options.dtype),
+        loaded,
         kv_cache_bytes=options.kv_cache_mb << 20,
         speculate=options.speculate,
     )

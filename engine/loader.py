@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from waferline.engine.checkpoint import LoadedModel, load_model
 from waferline.hardware import open_backend
@@ -22,20 +23,37 @@ def load(model: str | Path | None, *, backend: str = "cpu", weights: str = "auto
     return load_model(model, device=open_backend(backend, weights), seed=seed)
 
 
-def set_threads(threads: int | None, n_params: int) -> None:
-    """Set torch's intra-op threads: `threads` if given, else 1 for a small model, else all cores but one.
+def set_threads(threads: int | None, n_params: int, model: Any = None) -> None:
+    """Set torch's intra-op threads: `threads` if given, else 1 for a small model, else all cores but one; and, for
+    `model`'s fused step, its own threads (so that a second model loaded into the process, the chat model beside the
+    one that types, leaves the first one's as they were).
 
     Every parallel kernel ends at an OpenMP barrier, so a step runs at the pace of the slowest thread; when another
     process holds one of the cores (the editor, the language server, a build), that thread's share waits for it.
     Measured on the shared 2-core machines: 2 threads decoded the tiny preset 2-10x slower than 1, and
     Qwen2.5-0.5B 4x slower. A small model's step is hundreds of tiny kernels that gain nothing from a second
     thread anyway; a large model streams weights, which more cores read faster, so it gets all cores but one, the
-    one left to the editor.
+    one left to the editor. A large model's steps of several tokens (a prompt's chunks, a draft's verification) are
+    bound by arithmetic rather than by memory and take every core unless `threads` is given: a burst that the
+    editor's core shares for a fraction of a second (SmolLM2-135M Q4_1 prefilled 150 tokens in ~265 ms on 2 threads
+    against ~385 on 1, docs/engine.md), and the fused step's pool runs alone for a while when the other core is busy
+    (fused_pool.c).
     """
     import torch
 
+    torch.set_num_threads(model_threads(threads, n_params, model))
+
+
+def model_threads(threads: int | None, n_params: int, model: Any) -> int:
+    """`set_threads` for `model`'s fused step alone, torch's threads left as they are (the chat model loaded beside
+    the one that types: engine/factory.py); returns the one-token step's threads."""
+    batch = threads
     if threads is None:
         threads = 1 if n_params < SMALL_MODEL_PARAMS else max(1, (os.cpu_count() or 1) - 1)
+        batch = 1 if n_params < SMALL_MODEL_PARAMS else max(1, os.cpu_count() or 1)
     if threads < 1:
         raise ValueError(f"--threads must be at least 1, got {threads}")
-    torch.set_num_threads(threads)
+    fused = getattr(model, "fused", None)
+    if fused is not None:
+        fused.threads, fused.batch_threads = threads, batch or threads
+    return threads

@@ -107,7 +107,7 @@ class LocalEngine:
         from waferline.engine.loader import load, set_threads
 
         loaded = load(model, backend=backend, weights=weights)
-        set_threads(threads or None, loaded.args.n_params)
+        set_threads(threads or None, loaded.args.n_params, loaded.model)
         engine = cls(loaded, kv_cache_bytes=kv_cache_mb << 20, speculate=speculate)
         engine.first_run()
         return engine

@@ -263,6 +263,12 @@ class FusedStep(Protocol):
       row whose argmax is not its draft id, the last row greedy decoding reads.
     """
 
+    # Threads of a one-token step, and of a step of BATCH_TOKENS or more (a prompt's chunk, a draft's verification):
+    # set per model (engine/loader.py `set_threads`), so that two models in one process keep their own; 0: torch's
+    # intra-op threads.
+    threads: int
+    batch_threads: int
+
     @property
     def max_tokens(self) -> int:
         """Tokens one call of `many` takes."""

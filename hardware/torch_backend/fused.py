@@ -48,6 +48,9 @@ PACK_LIMIT_BYTES = 64 << 20
 # products read the weights once per token: 8 tokens 1.8 ms against 2.4, 16 tokens 2.95 against 2.7). Measured
 # 2026-12-02, one thread, docs/engine.md ("Prefill through the fused step").
 FLOAT_PREFILL_MAX = 8
+# A step of this many tokens or more runs on `batch_threads`: its products are bound by arithmetic, which a second
+# core shares (a one-token step streams the weights, and waits at each product for the slower thread)
+BATCH_TOKENS = 4
 
 
 def packed_product_pays() -> bool:
@@ -64,8 +67,9 @@ class CompiledStep:
     `max_tokens` tokens at once (speculative verification, prefill), whose rows equal T one-token steps bit for bit
     while every weight is read once.
 
-    Each call runs on `torch.get_num_threads()` threads (the caller's and worker threads that fused_pool.c starts
-    once and keeps), with the same result for any number. Not reentrant: the step works in one scratch buffer per
+    Each call runs on `threads` threads, or `batch_threads` for BATCH_TOKENS tokens or more (0: torch's intra-op
+    threads; the caller's and worker threads that fused_pool.c starts once and keeps), with the same result for any
+    number. Not reentrant: the step works in one scratch buffer per
     model. The engine touches a model from one thread only (the job queue's, engine/jobs.py), as the per-op path also
     assumes for its KV caches.
     """
@@ -81,6 +85,13 @@ class CompiledStep:
     prefill_max: int | None = 0  # prompt tokens up to which `many` beats the per-op calls (None: any; `build`)
     _stats: tuple[Any, ...] | None = None  # row_stats' output arrays and its draft's ids
     _ids: Any = None  # many's token ids, a ctypes int64 array kept between calls (torch.tensor of a list: ~4 µs)
+    threads: int = 0  # a one-token step's threads (0: torch.get_num_threads())
+    batch_threads: int = 0  # a step of BATCH_TOKENS or more (0: as `threads`)
+
+    def threads_for(self, n: int) -> int:
+        """The threads a step of n tokens runs on."""
+        chosen = self.batch_threads if n >= BATCH_TOKENS and self.batch_threads > 0 else self.threads
+        return chosen if chosen > 0 else torch.get_num_threads()
 
     def _cache(self, kv: KVRef) -> Tensor:
         cache = kv.payload
@@ -95,7 +106,7 @@ class CompiledStep:
         max_t = data.shape[3]  # (layers, 2, kv_heads, max_tokens, head_dim)
         rc = self.lib.waferline_step(
             self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, token, pos, logits.data_ptr(),
-            torch.get_num_threads(),
+            self.threads_for(1),
         )  # fmt: skip
         if rc != 0:
             raise ValueError(f"fused step refused token {token} at position {pos} (vocab {self.vocab}, cache {max_t})")
@@ -138,7 +149,7 @@ class CompiledStep:
             logits = torch.empty(max(rows, 0), self.vocab, dtype=torch.float32)
             rc = self.lib.waferline_steps(
                 self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, self._ids, n, pos,
-                logits.data_ptr(), rows, torch.get_num_threads(),
+                logits.data_ptr(), rows, self.threads_for(n),
             )  # fmt: skip
         if rc != 0:
             raise ValueError(
