@@ -134,9 +134,11 @@ typedef struct {
     const int32_t *sum;
     wl_q8k_vec k;
 } wl_q8_vec;
-/* 8 rows of an X8 layout (a group: nb blocks) by n vectors: out[r * WL_MAX_VECTORS + t]; does nothing where the
- * build has no X8 product (waferline_blocks_x8() is 0, and such a table is refused) */
-void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *out);
+/* 8 rows of an X8 layout (a group: nb blocks) by n vectors: y[t * ys + r] = row r . v[t] (+ bias[r] where bias is
+ * not NULL); does nothing where the build has no X8 product (waferline_blocks_x8() is 0, and such a table is
+ * refused) */
+void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
+                const float *bias);
 int64_t waferline_blocks_x8(void); /* whether this build multiplies the X8 layouts (the loader asks it) */
 
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */

@@ -12,8 +12,9 @@
 #include <string.h>
 
 #include "fused.h"
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#define ATTN_VEC 1 /* the vector scores and value sums below (AVX-512, else AVX2) */
 #endif
 
 /* The largest of v[0..n) (n >= 1); exact in any order. */
@@ -203,6 +204,92 @@ static inline __attribute__((always_inline)) void add_weighted_rows_n(float *con
 }
 #undef WROW
 #undef WSTORE
+#elif defined(ATTN_VEC)
+/* AVX2 forms of the two above, the same arithmetic as the scalar loops they stand in for on this build: NQ (<= 8)
+ * queries' scores four at a time (each 16 scores in two registers, qt as above), and NO (<= 4) outputs' value sums
+ * as a multiply and an add, as add_weighted_rows rounds them (AVX-512 builds fuse them; each build gives every step
+ * the same floats). */
+#define SCORE(j)                                                                                                      \
+    if ((j) < NQ) {                                                                                                   \
+        const __m256 qj = _mm256_set1_ps(qt[i * 8 + (j)]);                                                           \
+        a##j##0 = _mm256_fmadd_ps(qj, k0, a##j##0);                                                                  \
+        a##j##1 = _mm256_fmadd_ps(qj, k1, a##j##1);                                                                  \
+    }
+#define SSTORE(j)                                                                                                     \
+    if ((j) < NQ) {                                                                                                   \
+        float sc[16];                                                                                                 \
+        _mm256_storeu_ps(sc, _mm256_mul_ps(a##j##0, sv));                                                             \
+        _mm256_storeu_ps(sc + 8, _mm256_mul_ps(a##j##1, sv));                                                         \
+        memcpy(dst[(j)], sc, sizeof(float) * (size_t)cnt[(j)]);                                                       \
+    }
+static inline __attribute__((always_inline)) void block_scores4(const float *restrict qt, float *const *dst,
+                                                                const int64_t *cnt, const int NQ,
+                                                                const float *restrict row, int64_t D, float scale) {
+    const __m256 z = _mm256_setzero_ps(), sv = _mm256_set1_ps(scale);
+    __m256 a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+    for (int64_t i = 0; i < D; i++) {
+        const __m256 k0 = _mm256_loadu_ps(row + i * 16), k1 = _mm256_loadu_ps(row + i * 16 + 8);
+        SCORE(0)
+        SCORE(1)
+        SCORE(2)
+        SCORE(3)
+    }
+    SSTORE(0)
+    SSTORE(1)
+    SSTORE(2)
+    SSTORE(3)
+}
+#undef SCORE
+#undef SSTORE
+
+static void block_scores_n(const float *restrict qt, float *const *dst, const int64_t *cnt, int nq,
+                           const float *restrict row, int64_t D, float scale) {
+    for (int h = 0; h < nq; h += 4) { /* queries h .. h + 3 of the 8: their qt entries are 8 apart, from h */
+        switch (nq - h < 4 ? nq - h : 4) {
+        case 1: block_scores4(qt + h, dst + h, cnt + h, 1, row, D, scale); break;
+        case 2: block_scores4(qt + h, dst + h, cnt + h, 2, row, D, scale); break;
+        case 3: block_scores4(qt + h, dst + h, cnt + h, 3, row, D, scale); break;
+        default: block_scores4(qt + h, dst + h, cnt + h, 4, row, D, scale); break;
+        }
+    }
+}
+
+#define WROW(j)                                                                                                       \
+    if ((j) < NO) {                                                                                                   \
+        const __m256 wp = _mm256_set1_ps(wt[p * 4 + (j)]);                                                            \
+        a##j##0 = _mm256_add_ps(a##j##0, _mm256_mul_ps(wp, v0));                                                      \
+        a##j##1 = _mm256_add_ps(a##j##1, _mm256_mul_ps(wp, v1));                                                      \
+    }
+#define WLOAD(j)                                                                                                      \
+    if ((j) < NO) a##j##0 = _mm256_loadu_ps(o[j] + i0), a##j##1 = _mm256_loadu_ps(o[j] + i0 + 8);
+#define WSTORE(j)                                                                                                     \
+    if ((j) < NO) _mm256_storeu_ps(o[j] + i0, a##j##0), _mm256_storeu_ps(o[j] + i0 + 8, a##j##1);
+static inline __attribute__((always_inline)) void add_weighted_rows_n(float *const *o, const float *restrict wt,
+                                                                      const int NO, const float *restrict v,
+                                                                      int64_t np, int64_t D) {
+    for (int64_t i0 = 0; i0 < D; i0 += 16) {
+        const __m256 z = _mm256_setzero_ps();
+        __m256 a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+        WLOAD(0)
+        WLOAD(1)
+        WLOAD(2)
+        WLOAD(3)
+        for (int64_t p = 0; p < np; p++) {
+            const __m256 v0 = _mm256_loadu_ps(v + p * D + i0), v1 = _mm256_loadu_ps(v + p * D + i0 + 8);
+            WROW(0)
+            WROW(1)
+            WROW(2)
+            WROW(3)
+        }
+        WSTORE(0)
+        WSTORE(1)
+        WSTORE(2)
+        WSTORE(3)
+    }
+}
+#undef WROW
+#undef WLOAD
+#undef WSTORE
 #endif
 
 /* Attention of n tokens' G query heads (token t's q: G x D at q + t * qs, its output at out + t * os) over one KV
@@ -215,7 +302,7 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
                          float *restrict row) {
     const float scale = 1.0f / sqrtf((float)D);
     const int64_t L = L0 + n - 1; /* positions the last token sees; scores rows are L apart */
-#ifdef __AVX512F__
+#ifdef ATTN_VEC
     /* the n G queries (query t G + j: token t's head j), transposed in groups of 8 (qt[(g D + i) 8 + r]: element i of
      * query 8 g + r) so that the scores' broadcasts are one pointer plus a constant */
     const int64_t nqt = n * G;
@@ -231,7 +318,7 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
     for (int64_t t0 = 0; t0 < L; t0 += 16) {
         const int64_t nb = L - t0 < 16 ? L - t0 : 16;
         key_block(row, kv, fmt, kb + t0 * D, nb, D);
-#ifdef __AVX512F__
+#ifdef ATTN_VEC
         if (use_qt) {
             for (int64_t g0 = 0; g0 < nqt; g0 += 8) { /* 8 queries at a time: all of them score every block */
                 float *dst[8];
@@ -287,7 +374,7 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
         for (int64_t t = p0 < L0 ? 0 : p0 - L0 + 1; t < n; t++) { /* the tokens that see position p0 */
             const int64_t Lt = L0 + t, np = (Lt < p0 + nb ? Lt : p0 + nb) - p0;
             int64_t j = 0;
-#ifdef __AVX512F__
+#ifdef ATTN_VEC
             if (D % 16 == 0)
                 for (; j < G; j += 4) {
                     float *o[4], wt[16 * 4];

@@ -340,10 +340,13 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
             for (int64_t i = 0; i < R * bytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
         }
 #endif
-        float dots[8][WL_MAX_VECTORS];
-        if (wl_is_x8(kind)) {
-            wl_x8_dots(kind, row, c->v, c->n, c->n_in / 32, dots[0]);
-        } else if (wl_is_kquant(kind)) {
+        if (wl_is_x8(kind)) { /* written straight into y, 8 outputs a store */
+            wl_x8_dots(kind, row, c->v, c->n, c->n_in / 32, c->y + o, c->ys, c->m->bias ? c->m->bias + o : NULL);
+            o += R;
+            continue;
+        }
+        float dots[2][WL_MAX_VECTORS];
+        if (wl_is_kquant(kind)) {
             wl_q8k_vec k[WL_MAX_VECTORS];
             for (int64_t t = 0; t < c->n; t++) k[t] = c->v[t].k;
             wl_kquant_dots(kind, row, k, c->n, c->n_in, dots[0]);

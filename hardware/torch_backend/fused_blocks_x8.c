@@ -84,7 +84,7 @@ static inline __attribute__((always_inline)) __m256i x8_idot(const __m256i w[8],
  * a constant 4 for whole tiles, so that the loop over the vectors unrolls. */
 static inline __attribute__((always_inline)) void x8_tile(int64_t kind, const uint8_t *restrict g,
                                                           const wl_q8_vec *v, int64_t t0, const int64_t V, int64_t nb,
-                                                          float *out) {
+                                                          float *y, int64_t ys, const float *b8) {
     const int64_t bb = kind == BK_Q4_0_X8 ? 144 : kind == BK_Q4_1_X8 ? 160 : 176;
     const int32_t zero = kind == BK_Q4_0_X8 ? 8 : kind == BK_Q5_0_X8 ? 16 : 0; /* q's offset: sum x times it */
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -105,42 +105,44 @@ static inline __attribute__((always_inline)) void x8_tile(int64_t kind, const ui
             for (int64_t t = 0; t < V; t++)
                 acc[t] = _mm256_fmadd_ps(m, _mm256_broadcast_ss(v[t0 + t].s + b), acc[t]);
         }
-    for (int64_t t = 0; t < V; t++) {
-        float lanes[8];
-        _mm256_storeu_ps(lanes, acc[t]);
-        for (int r = 0; r < 8; r++) out[r * WL_MAX_VECTORS + t0 + t] = lanes[r];
-    }
+    const __m256 bias = b8 != NULL ? _mm256_loadu_ps(b8) : _mm256_setzero_ps();
+    for (int64_t t = 0; t < V; t++) _mm256_storeu_ps(y + (t0 + t) * ys, _mm256_add_ps(acc[t], bias));
 }
 
 static inline __attribute__((always_inline)) void x8_group(int64_t kind, const uint8_t *g, const wl_q8_vec *v,
-                                                           int64_t n, int64_t nb, float *out) {
+                                                           int64_t n, int64_t nb, float *y, int64_t ys,
+                                                           const float *b8) {
     int64_t t0 = 0;
-    for (; t0 + 4 <= n; t0 += 4) x8_tile(kind, g, v, t0, 4, nb, out);
-    if (t0 < n) x8_tile(kind, g, v, t0, n - t0, nb, out);
+    for (; t0 + 4 <= n; t0 += 4) x8_tile(kind, g, v, t0, 4, nb, y, ys, b8);
+    if (t0 < n) x8_tile(kind, g, v, t0, n - t0, nb, y, ys, b8);
 }
 
 /* one copy per kind, so that each inlined tile knows its layout */
-static void x8_q4_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *out) {
-    x8_group(BK_Q4_0_X8, g, v, n, nb, out);
+static void x8_q4_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
+                    const float *b8) {
+    x8_group(BK_Q4_0_X8, g, v, n, nb, y, ys, b8);
 }
-static void x8_q4_1(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *out) {
-    x8_group(BK_Q4_1_X8, g, v, n, nb, out);
+static void x8_q4_1(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
+                    const float *b8) {
+    x8_group(BK_Q4_1_X8, g, v, n, nb, y, ys, b8);
 }
-static void x8_q5_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *out) {
-    x8_group(BK_Q5_0_X8, g, v, n, nb, out);
+static void x8_q5_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
+                    const float *b8) {
+    x8_group(BK_Q5_0_X8, g, v, n, nb, y, ys, b8);
 }
 #endif
 
-void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *out) {
+void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
+                const float *bias) {
 #ifdef BLOCKS_X8
     if (kind == BK_Q4_0_X8)
-        x8_q4_0(group, v, n, nb, out);
+        x8_q4_0(group, v, n, nb, y, ys, bias);
     else if (kind == BK_Q4_1_X8)
-        x8_q4_1(group, v, n, nb, out);
+        x8_q4_1(group, v, n, nb, y, ys, bias);
     else
-        x8_q5_0(group, v, n, nb, out);
+        x8_q5_0(group, v, n, nb, y, ys, bias);
 #else
-    (void)kind, (void)group, (void)v, (void)n, (void)nb, (void)out;
+    (void)kind, (void)group, (void)v, (void)n, (void)nb, (void)y, (void)ys, (void)bias;
 #endif
 }
 
