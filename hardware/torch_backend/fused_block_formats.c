@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "fused.h"
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -102,10 +102,46 @@ void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64
     }
 }
 
+#if defined(__AVX2__)
+/* One block of 32 as the scalar loop below quantises it, in AVX2: the same amax (NaN ignored: max_ps keeps its
+ * second operand), the same products, rounded to nearest even as lrintf, NaN as 0. */
+static inline float q8_block_avx2(int8_t *restrict q, int32_t *restrict total, const float *restrict xb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 x[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) x[k] = _mm256_loadu_ps(xb + 8 * k), m = _mm256_max_ps(_mm256_andnot_ps(sign, x[k]), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    const float amax = _mm_cvtss_f32(h), id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i i[4];
+    for (int k = 0; k < 4; k++) {
+        const __m256 v = _mm256_mul_ps(x[k], vid);
+        i[k] = _mm256_and_si256(_mm256_cvtps_epi32(v), _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_ORD_Q)));
+    }
+    const __m256i all = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(all), _mm256_extracti128_si256(all, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    *total = _mm_cvtsi128_si32(t);
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+    _mm256_storeu_si256((__m256i *)(void *)q,
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    return amax;
+}
+#endif
+
 void wl_quantize_q8(int8_t *restrict q, float *restrict d, float *restrict s, int32_t *restrict sum,
                     const float *restrict x, int64_t n) {
     for (int64_t b = 0; b < n / 32; b++) {
         const float *xb = x + 32 * b;
+#if defined(__AVX2__)
+        int32_t t;
+        const float db = q8_block_avx2(q + 32 * b, &t, xb) / 127.0f;
+        d[b] = wl_round_f16(db);
+        s[b] = wl_round_f16(db * (float)t);
+        sum[b] = t;
+#else
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
         const float db = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
@@ -118,5 +154,6 @@ void wl_quantize_q8(int8_t *restrict q, float *restrict d, float *restrict s, in
         d[b] = wl_round_f16(db);
         s[b] = wl_round_f16(db * (float)total);
         sum[b] = total;
+#endif
     }
 }
