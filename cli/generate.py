@@ -31,7 +31,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=None,
-        help="torch intra-op threads (default: 1 for models under 50M parameters, else all cores but one)",
+        help="threads (default: 1 for models under 50M parameters, else all cores but one, and every core for the "
+        "prompt's chunks; a number sets both)",
     )
 
 

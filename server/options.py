@@ -204,7 +204,8 @@ class Options:
         ENGINE,
         "CPU threads for the model's math. `0` lets the engine choose: one thread for models under 50M parameters (on "
         "a small machine a second thread mostly waits for a core busy with the event loop), all cores but one above "
-        "(the one left to the editor).",
+        "(the one left to the editor), and every core for a larger model's prompt chunks (bound by arithmetic). A "
+        "number sets both.",
         minimum=0,
         maximum=256,
     )
