@@ -273,8 +273,8 @@ def test_the_step_on_several_threads_equals_one_thread_bit_for_bit(
     shape: str, weights: str, compiled: None, monkeypatch: Any
 ) -> None:
     """Products and attention are split between threads by output rows and by KV heads (and 4 tokens at a time of a
-    step of more than 4), so every value is computed
-    as one thread computes it: one-token and k-token steps give the same logits and cache on 1, 2 and 3 threads."""
+    step of more than 4), so every value is computed as one thread computes it: one-token and k-token steps give the
+    same logits and cache on 1, 2 and 3 threads."""
     dtype = torch.float32 if weights == "float" else torch.bfloat16
     model = build(shape, dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
     vocab = model.args.vocab_size
