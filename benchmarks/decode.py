@@ -104,14 +104,15 @@ def run(args: argparse.Namespace) -> int:
     per_token = weight_bytes_per_token(margs, args.dtype)
     if any(isinstance(layer.qkv.payload, BlockWeight) for layer in getattr(loaded.model, "layers", [])):
         per_token = read["bytes"]  # GGUF blocks as the file stores them: the working set is what a step reads
+    fused = getattr(loaded.model, "fused", None)
     report: dict[str, Any] = {
         "model": loaded.name,
         "params": margs.n_params,
         "dtype": args.dtype,
         "backend": args.backend,
         "threads": torch.get_num_threads(),
-        "prefill_threads": getattr(getattr(loaded.model, "fused", None), "batch_threads", 0) or torch.get_num_threads(),
-        "decode_path": "fused" if getattr(loaded.model, "fused", None) is not None else "per-op",
+        "prefill_threads": fused.threads_for(fused.max_tokens) if fused is not None else torch.get_num_threads(),
+        "decode_path": "fused" if fused is not None else "per-op",
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,

@@ -35,9 +35,9 @@ def set_threads(threads: int | None, n_params: int, model: Any = None) -> None:
     thread anyway; a large model streams weights, which more cores read faster, so it gets all cores but one, the
     one left to the editor. A large model's steps of several tokens (a prompt's chunks, a draft's verification) are
     bound by arithmetic rather than by memory and take every core unless `threads` is given: a burst that the
-    editor's core shares for a fraction of a second (SmolLM2-135M Q4_1 prefilled 150 tokens in ~265 ms on 2 threads
-    against ~385 on 1, docs/engine.md), and the fused step's pool runs alone for a while when the other core is busy
-    (fused_pool.c).
+    editor's core shares for a fraction of a second (SmolLM2-135M Q4_1 prefilled 150 tokens in ~200 ms on 2
+    threads against ~330 on 1, docs/benchmarks-decode.md), and the fused step's pool runs alone for a while when
+    the other core is busy (fused_pool.c).
     """
     import torch
 
@@ -47,13 +47,14 @@ def set_threads(threads: int | None, n_params: int, model: Any = None) -> None:
 def model_threads(threads: int | None, n_params: int, model: Any) -> int:
     """`set_threads` for `model`'s fused step alone, torch's threads left as they are (the chat model loaded beside
     the one that types: engine/factory.py); returns the one-token step's threads."""
-    batch = threads
     if threads is None:
-        threads = 1 if n_params < SMALL_MODEL_PARAMS else max(1, (os.cpu_count() or 1) - 1)
-        batch = 1 if n_params < SMALL_MODEL_PARAMS else max(1, os.cpu_count() or 1)
-    if threads < 1:
+        cores, small = os.cpu_count() or 1, n_params < SMALL_MODEL_PARAMS
+        threads, batch = (1, 1) if small else (max(1, cores - 1), cores)
+    elif threads < 1:
         raise ValueError(f"--threads must be at least 1, got {threads}")
+    else:
+        batch = threads
     fused = getattr(model, "fused", None)
     if fused is not None:
-        fused.threads, fused.batch_threads = threads, batch or threads
+        fused.threads, fused.batch_threads = threads, batch
     return threads

@@ -269,6 +269,10 @@ class FusedStep(Protocol):
     threads: int
     batch_threads: int
 
+    def threads_for(self, n: int) -> int:
+        """The threads a step of n tokens runs on."""
+        ...
+
     @property
     def max_tokens(self) -> int:
         """Tokens one call of `many` takes."""

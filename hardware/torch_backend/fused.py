@@ -69,9 +69,8 @@ class CompiledStep:
 
     Each call runs on `threads` threads, or `batch_threads` for BATCH_TOKENS tokens or more (0: torch's intra-op
     threads; the caller's and worker threads that fused_pool.c starts once and keeps), with the same result for any
-    number. Not reentrant: the step works in one scratch buffer per
-    model. The engine touches a model from one thread only (the job queue's, engine/jobs.py), as the per-op path also
-    assumes for its KV caches.
+    number. Not reentrant: the step works in one scratch buffer per model. The engine touches a model from one
+    thread only (the job queue's, engine/jobs.py), as the per-op path also assumes for its KV caches.
     """
 
     lib: ctypes.CDLL

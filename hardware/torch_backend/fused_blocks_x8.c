@@ -31,8 +31,8 @@
  * bits (row r's at 16 + 2 r: inputs 0..15), the high 16 (at 32 + 2 r: inputs 16..31), then the q chunks as Q4_0_X8's.
  * A chunk's bytes get their fifth bit as 0x10 (lane r, byte k of chunk c: bit 4 c + k of row r's low half for the low
  * nibble, of its high half for the high one), so q is 0..31.
- * For every kind the 8 products of a block are summed in int16 four multiply-adds at a time (8 products of at most
- * 31 by 127 a lane: 31,496), each sum widened to int32, exactly; Q4_0's 8 sum x (Q5_0's 16) taken out; then d_w
+ * A block's 8 multiply-adds are summed in int16, Q4_0's and Q4_1's all 8 (16 products of 15 by 127 a lane: 30,480),
+ * Q5_0's four at a time (8 products of 31 by 127: 31,496), then widened to int32, exactly; Q4_0's 8 sum x (Q5_0's 16) taken out; then d_w
  * (8 lanes) d_x times it into 8 row lanes, block after block; Q4_1's m_w s_x per block after all the dots, in block
  * order. Every vector's sums are made in the same order however many vectors a call takes, so n vectors give what one
  * at a time gives, bit for bit. */

@@ -132,11 +132,14 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
         fn(ctx, 0, n_items); /* one thread, one chunk, or another caller holds the pool: run it here */
         return;
     }
-    if (pool.alone_until > 0 && now_ns() < pool.alone_until) { /* backing off after a stall */
-        pool.stats[1]++;
-        fn(ctx, 0, n_items);
-        atomic_store(&pool.busy, 0);
-        return;
+    if (pool.alone_until > 0) { /* backing off after a stall: until then, alone; after it, no more clock reads */
+        if (now_ns() < pool.alone_until) {
+            pool.stats[1]++;
+            fn(ctx, 0, n_items);
+            atomic_store(&pool.busy, 0);
+            return;
+        }
+        pool.alone_until = 0;
     }
     int want = (int)(threads < WL_MAX_THREADS ? threads : WL_MAX_THREADS) - 1;
     if (want > chunks - 1) want = (int)(chunks - 1);

@@ -91,8 +91,9 @@ static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
 }
 
 /* Scratch floats the step needs for up to STEP_MAX_TOKENS tokens at once (fused.py allocates this many): per token
- * x, xb, tmp, qkv, att, hb and sx, then per KV head its own scores, then per attention item (a KV head and some of the
- * tokens, which may run on any thread) a key block, then the quantised vectors (with, for block formats, their per-block scales and sums). */
+ * x, xb, tmp, qkv, att, hb and sx, then per KV head its own scores, then per attention item (a KV head and some of
+ * the tokens, which may run on any thread) a key block, then the quantised vectors (with, for block formats, their
+ * per-block scales and sums). */
 int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
     const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
@@ -198,7 +199,7 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
                 }
             }
         }
-        /* the G query heads of n tokens that share KV head g read its rows once; one KV head per item */
+        /* the G query heads of the tokens that share KV head g read its rows once; an item per KV head and piece */
         const attend_ctx actx = {.att = att, .scores = scores, .rows = rows, .qkv = qkv, .kv = kv, .n = n,
                                  .kvfmt = kvfmt, .layer_base = layer_base, .max_t = max_t, .pos = pos, .G = G, .D = D,
                                  .HD = HD, .qkv_n = qkv_n, .KVH = KVH, .scores_per_head = scores_per_head,
