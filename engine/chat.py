@@ -62,13 +62,13 @@ def gguf_chat_template(path: Path) -> ChatTemplate | None:
     source = f.get("tokenizer.chat_template")
     if not isinstance(source, str) or not source.strip():
         return None
-    tokens = f.fields.get("tokenizer.ggml.tokens")
+    tokens = f.get("tokenizer.ggml.tokens") or []
 
     def text(name: str) -> str:
         i = f.get(f"tokenizer.ggml.{name}_token_id")
-        if tokens is None or i is None or not 0 <= int(i) < len(tokens.data):
+        if i is None or not 0 <= int(i) < len(tokens):
             return ""
-        return str(tokens.contents(int(i)))
+        return str(tokens[int(i)])
 
     return ChatTemplate(source, text("bos"), text("eos"))
 

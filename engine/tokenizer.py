@@ -2,8 +2,9 @@
 
 Three rules shape this module:
 - User text is only ever text. `encode` never turns "<|fim_prefix|>" typed in a file into the control token: it
-  encodes with a twin of the tokenizer that reads control-token strings as ordinary text. Control tokens enter a
-  prompt as ids, placed by code that means to (engine/fim.py).
+  encodes with control-token strings read as ordinary text (the tokenizer's `encode_special_tokens`, or a twin
+  without the control tokens that are not marked special). Control tokens enter a prompt as ids, placed by code
+  that means to (engine/fim.py).
 - Nothing is added implicitly: `encode` adds no BOS/EOS unless asked.
 - A streamed delta never splits a character. Byte-level BPE tokens can end inside a multi-byte UTF-8 character;
   `StreamDecoder` holds such bytes back until the character is complete, so that the concatenation of its deltas is
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,15 +57,22 @@ class Tokenizer:
 
     def __init__(self, tk: tokenizers.Tokenizer) -> None:
         self._tk = tk
-        data = json.loads(tk.to_str())
-        added = data.get("added_tokens") or []
-        self._special_ids = frozenset(int(t["id"]) for t in added if t.get("special"))
+        added: list[dict[str, Any]] = [
+            {"id": i, "content": t.content, "special": t.special} for i, t in tk.get_added_tokens_decoder().items()
+        ]
+        self._special_ids = frozenset(int(t["id"]) for t in added if t["special"])
         self._control_ids = frozenset(int(t["id"]) for t in added if _is_control(t))
-        # The twin that encodes user text: special tokens are matched as text (`encode_special_tokens`), and the
-        # non-special ones shaped like markup are removed, so their strings split into ordinary pieces.
-        data["added_tokens"] = [t for t in added if t.get("special") or not _is_control(t)]
-        self._text_tk = tokenizers.Tokenizer.from_str(json.dumps(data))
-        self._text_tk.encode_special_tokens = True
+        # User text is encoded with special tokens matched as text (`encode_special_tokens`). Where every control
+        # token is marked special that flag is all it takes, and the one tokenizer serves both kinds of encode under
+        # a lock (a second copy of a 49k vocabulary costs ~8-12 MB resident). Where some are not (Qwen2.5's FIM
+        # tokens), a twin without them encodes user text, so that their strings split into ordinary pieces.
+        self._lock = threading.Lock()
+        self._text_tk: tokenizers.Tokenizer | None = None
+        if any(not t["special"] and _is_control(t) for t in added):
+            data = json.loads(tk.to_str())
+            data["added_tokens"] = [t for t in data.get("added_tokens") or [] if t.get("special") or not _is_control(t)]
+            self._text_tk = tokenizers.Tokenizer.from_str(json.dumps(data))
+            self._text_tk.encode_special_tokens = True
         vocab = tk.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1 if vocab else 0  # ids run 0..vocab_size-1 (maybe with gaps)
 
@@ -92,8 +101,15 @@ class Tokenizer:
         A lone surrogate (a JSON text may carry "\\ud800", and Python keeps it) cannot become UTF-8, which the
         tokenizers library needs: it is encoded as U+FFFD, the replacement character, so such a document still
         completes (the document's own text is not changed)."""
-        tk = self._tk if parse_special else self._text_tk
-        return list(tk.encode(without_lone_surrogates(text), add_special_tokens=add_special_tokens).ids)
+        text = without_lone_surrogates(text)
+        if self._text_tk is not None and not parse_special:
+            return list(self._text_tk.encode(text, add_special_tokens=add_special_tokens).ids)
+        with self._lock:  # the flag is the tokenizer's own state: set and restored around one encode at a time
+            self._tk.encode_special_tokens = self._text_tk is None and not parse_special
+            try:
+                return list(self._tk.encode(text, add_special_tokens=add_special_tokens).ids)
+            finally:
+                self._tk.encode_special_tokens = False
 
     def encode_infix(self, text: str) -> list[int]:
         """Encode text that continues other text: without the word-start marker that SentencePiece-style

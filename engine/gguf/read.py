@@ -45,34 +45,74 @@ LLAMA3_DEFAULT_SCALING = {  # what Llama 3.1/3.2 files were converted with (GGUF
 }  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True)
+class GgufTensor:
+    """One tensor's description, as gguf's reader gives it: `shape` in GGUF order (the innermost dimension first);
+    `data` a read-only view of the file's bytes in the reader's dtype and shape."""
+
+    name: str
+    tensor_type: Any  # gguf.GGMLQuantizationType
+    shape: tuple[int, ...]
+    file: np.memmap
+    offset: int
+    dtype: np.dtype
+    data_shape: tuple[int, ...]
+
+    @property
+    def data(self) -> np.ndarray:
+        return np.ndarray(self.data_shape, self.dtype, buffer=self.file, offset=self.offset)
+
+
 class GgufFile:
-    """A GGUF file opened for reading: its metadata as Python values and its tensors by name (memory-mapped)."""
+    """A GGUF file opened for reading: its metadata as Python values and its tensors by name (memory-mapped).
+
+    gguf's reader makes several Python objects of every vocabulary entry and merge (~160 MB for a 49,152-token
+    vocabulary); what a load keeps is copied out of them and the reader dropped at once, so that no long-lived object
+    sits among that garbage and keeps its memory resident (a Q4_0 file's load kept ~50 MB of it that way)."""
 
     def __init__(self, path: Path) -> None:
         from gguf import GGUFReader
 
         self.path = path
         try:
-            self._reader = GGUFReader(path)
+            reader = GGUFReader(path)
         except (ValueError, OSError, IndexError, KeyError) as e:
             raise CheckpointError(f"{path} is not a readable GGUF file ({type(e).__name__}: {e})") from None
-        self.fields = self._reader.fields
-        self.tensors = {t.name: t for t in self._reader.tensors}
+        self._values: dict[str, Any] = {}
+        self._errors: dict[str, str] = {}
+        for key, field in reader.fields.items():
+            try:
+                self._values[key] = field.contents()
+            except (ValueError, IndexError, UnicodeDecodeError) as e:
+                self._errors[key] = str(e)
+        self._map = reader.data
+        self.tensors = {
+            t.name: GgufTensor(
+                t.name, t.tensor_type, tuple(int(x) for x in t.shape), self._map,
+                int(t.data.__array_interface__["data"][0] - reader.data.__array_interface__["data"][0]),
+                t.data.dtype, tuple(t.data.shape),
+            )
+            for t in reader.tensors
+        }  # fmt: skip
+        del reader
 
     def get(self, key: str, default: Any = None) -> Any:
-        field = self.fields.get(key)
-        if field is None:
-            return default
-        try:
-            return field.contents()
-        except (ValueError, IndexError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{self.path}: metadata {key} cannot be read ({e})") from None
+        if key in self._errors:
+            raise CheckpointError(f"{self.path}: metadata {key} cannot be read ({self._errors[key]})")
+        value = self._values.get(key)
+        return default if value is None else value
 
     def require(self, key: str) -> Any:
         value = self.get(key)
         if value is None:
             raise CheckpointError(f"{self.path}: metadata lacks {key}, which a model file needs")
         return value
+
+    def forget_vocabulary(self) -> None:
+        """Drop the parsed vocabulary and merges (the reader's numpy objects of every entry, most of its memory) once
+        the tokenizer is built from them."""
+        for key in ("tokens", "merges", "token_type", "scores"):
+            self._values.pop(f"tokenizer.ggml.{key}", None)
 
     def weight(self, name: str) -> Tensor | BlockWeight:
         """One tensor as its GGUF blocks (one copy of the file's bytes, not expanded) when it is a matrix in a
@@ -99,7 +139,7 @@ class GgufFile:
                 array = quants.dequantize(t.data, t.tensor_type)
         except (NotImplementedError, ValueError) as e:
             raise CheckpointError(f"{self.path}: tensor {name} ({t.tensor_type.name}) cannot be read: {e}") from None
-        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        shape = tuple(reversed(t.shape))
         return torch.from_numpy(np.array(array, dtype=np.float32).reshape(shape))  # a copy: the file is read-only
 
 
@@ -253,6 +293,10 @@ def load_gguf(path: Path, device: Device) -> LoadedModel:
         fim = fim_template(tokenizer, {"fim_template": named} if named else None)
     except FimError as e:
         raise CheckpointError(f"{path}: {e}") from None
+    special = special_tokens(f, args.vocab_size)
+    f.forget_vocabulary()
+    del document
+    release_freed_memory()  # before the weights are placed, so that they fill the pages the vocabulary's parse freed
     model = Transformer(args, device)
     try:
         model.load(from_hf(args, hf_tensors(f, args)))
@@ -260,8 +304,7 @@ def load_gguf(path: Path, device: Device) -> LoadedModel:
         raise
     except ValueError as e:  # from_hf's checks of names and shapes
         raise CheckpointError(f"{path}: {e}") from None
-    special = special_tokens(f, args.vocab_size)
-    del f, document
+    del f
     release_freed_memory()
     return LoadedModel(
         name=path.stem,

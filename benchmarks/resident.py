@@ -1,0 +1,95 @@
+"""Resident memory of a model load: how much the process grows over its imports when `engine.loader.load` places a
+model file, against the file's size (issue #27 asks for 1.3x), the peak while loading, and where the growth lies.
+
+    python -m waferline.benchmarks.resident FILE.gguf [--json]
+
+Linux only (it reads /proc/self/status and /proc/self/smaps). torch and the engine are imported, and garbage
+collected, before the first reading, so the delta is what the load itself keeps: placed weights, scratch, the
+tokenizer, library code pages first touched by the load, and whatever the allocator did not give back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import json
+import os
+import re
+import sys
+
+_KEYS = ("VmRSS", "RssAnon", "RssFile", "VmHWM")
+
+
+def status_mib() -> dict[str, float]:
+    """This process's VmRSS, RssAnon, RssFile and VmHWM in MiB."""
+    out: dict[str, float] = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in _KEYS:
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def mappings_mib(top: int) -> list[tuple[str, float]]:
+    """The `top` largest resident mappings, by file (anonymous memory as "[anon]")."""
+    acc: collections.Counter[str] = collections.Counter()
+    name = "[anon]"
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                parts = line.split()
+                name = parts[5] if len(parts) > 5 else "[anon]"
+            elif line.startswith("Rss:"):
+                acc[name] += int(line.split()[1])
+    return [(k, round(v / 1024, 1)) for k, v in acc.most_common(top)]
+
+
+def measure(path: str) -> dict[str, object]:
+    import torch  # noqa: F401  (imported before the first reading, as a server has it)
+
+    from waferline.engine.loader import load
+
+    gc.collect()
+    before = status_mib()
+    model = load(path)
+    after = status_mib()
+    size = os.path.getsize(path) / 2**20
+    grown = after["VmRSS"] - before["VmRSS"]
+    report: dict[str, object] = {
+        "file_mib": round(size, 1),
+        "grown_mib": {k: round(after[k] - before[k], 1) for k in _KEYS},
+        "ratio": round(grown / size, 3),
+        "mappings_mib": mappings_mib(8),
+    }
+    del model
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m waferline.benchmarks.resident", description=__doc__.split("\n")[0])
+    parser.add_argument("model", help="a model file engine.loader.load reads (GGUF, safetensors, a waferline dir)")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    args = parser.parse_args(argv)
+    if not os.path.exists("/proc/self/status"):
+        print("error: this benchmark reads /proc (Linux only)", file=sys.stderr)
+        return 2
+    if not os.path.exists(args.model):
+        print(f"error: no such file: {args.model}", file=sys.stderr)
+        return 2
+    report = measure(args.model)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    grown = report["grown_mib"]
+    assert isinstance(grown, dict)
+    print(f"file {report['file_mib']} MiB; the load grew the process by {grown['VmRSS']} MiB ({report['ratio']}x)")
+    print(f"  anonymous {grown['RssAnon']}, file-backed {grown['RssFile']}; peak (VmHWM) +{grown['VmHWM']} MiB")
+    for name, mib in report["mappings_mib"]:  # type: ignore[attr-defined]
+        print(f"  {mib:8.1f} MiB  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
