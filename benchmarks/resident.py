@@ -3,9 +3,10 @@ model file, against the file's size (issue #27 asks for 1.3x), the peak while lo
 
     python -m waferline.benchmarks.resident FILE.gguf [--json]
 
-Linux only (it reads /proc/self/status and /proc/self/smaps). torch and the engine are imported, and garbage
-collected, before the first reading, so the delta is what the load itself keeps: placed weights, scratch, the
-tokenizer, library code pages first touched by the load, and whatever the allocator did not give back.
+Linux only (it reads /proc/self/status and /proc/self/smaps). torch and the engine's modules (the GGUF reader and the
+torch backend included, which the loader imports lazily) are imported, and garbage collected, before the first reading,
+so the delta is what the load itself keeps: placed weights, scratch, the tokenizer, library code pages first touched by
+the load (the file-backed part), and whatever the allocator did not give back.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def mappings_mib(top: int) -> list[tuple[str, float]]:
 def measure(path: str) -> dict[str, object]:
     import torch  # noqa: F401  (imported before the first reading, as a server has it)
 
+    # the loader imports these when it first needs them: module code, not the model's memory
+    import waferline.engine.gguf.read
+    import waferline.hardware.torch_backend.torch_device  # noqa: F401
     from waferline.engine.loader import load
 
     gc.collect()

@@ -73,8 +73,13 @@ class Tokenizer:
             data["added_tokens"] = [t for t in data.get("added_tokens") or [] if t.get("special") or not _is_control(t)]
             self._text_tk = tokenizers.Tokenizer.from_str(json.dumps(data))
             self._text_tk.encode_special_tokens = True
-        vocab = tk.get_vocab(with_added_tokens=True)
-        self.vocab_size = max(vocab.values()) + 1 if vocab else 0  # ids run 0..vocab_size-1 (maybe with gaps)
+
+    @functools.cached_property
+    def vocab_size(self) -> int:
+        """Ids run 0..vocab_size-1 (maybe with gaps). Found at first use: it takes the whole vocabulary as Python
+        strings, which done during a load left ~2 MB of a 49k vocabulary's load resident."""
+        vocab = self._tk.get_vocab(with_added_tokens=True)
+        return max(vocab.values()) + 1 if vocab else 0
 
     # -- construction --------------------------------------------------------------------------------------------------
     @classmethod

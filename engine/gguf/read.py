@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import mmap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from torch import Tensor
 
 from waferline.engine.checkpoint import CheckpointError, LoadedModel
 from waferline.engine.fim import FimError, fim_template
+from waferline.engine.gguf.header import HeaderError, read_header
 from waferline.engine.gguf.names import (
     ARCHITECTURES,
     ROPE_FREQS,
@@ -47,13 +49,13 @@ LLAMA3_DEFAULT_SCALING = {  # what Llama 3.1/3.2 files were converted with (GGUF
 
 @dataclasses.dataclass(frozen=True)
 class GgufTensor:
-    """One tensor's description, as gguf's reader gives it: `shape` in GGUF order (the innermost dimension first);
-    `data` a read-only view of the file's bytes in the reader's dtype and shape."""
+    """One tensor: `shape` in GGUF order (the innermost dimension first); `data` a read-only view of the file's bytes
+    in the dtype and shape gguf's reader gives (a row of bytes per row of blocks, for a block format)."""
 
     name: str
     tensor_type: Any  # gguf.GGMLQuantizationType
     shape: tuple[int, ...]
-    file: np.memmap
+    file: np.ndarray  # the whole file's bytes, memory-mapped
     offset: int
     dtype: np.dtype
     data_shape: tuple[int, ...]
@@ -63,38 +65,42 @@ class GgufTensor:
         return np.ndarray(self.data_shape, self.dtype, buffer=self.file, offset=self.offset)
 
 
-class GgufFile:
-    """A GGUF file opened for reading: its metadata as Python values and its tensors by name (memory-mapped).
+# The numpy dtype a tensor's data is read as, where it is not a block format (those are read as bytes, a row each).
+ELEMENT_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16,
+                  "I32": np.int32, "I64": np.int64}  # fmt: skip
 
-    gguf's reader makes several Python objects of every vocabulary entry and merge (~160 MB for a 49,152-token
-    vocabulary); what a load keeps is copied out of them and the reader dropped at once, so that no long-lived object
-    sits among that garbage and keeps its memory resident (a Q4_0 file's load kept ~50 MB of it that way)."""
+
+class GgufFile:
+    """A GGUF file opened for reading: its metadata as Python values (engine/gguf/header.py reads them, not gguf's
+    reader, which makes numpy objects of every vocabulary entry) and its tensors by name (memory-mapped)."""
 
     def __init__(self, path: Path) -> None:
-        from gguf import GGUFReader
+        from gguf.quants import quant_shape_to_byte_shape
 
         self.path = path
         try:
-            reader = GGUFReader(path)
-        except (ValueError, OSError, IndexError, KeyError) as e:
+            with open(path, "rb") as fh:
+                self._mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._map = np.frombuffer(self._mmap, dtype=np.uint8)
+            with memoryview(self._mmap) as view:
+                header = read_header(view)
+        except (HeaderError, ValueError, OSError) as e:
             raise CheckpointError(f"{path} is not a readable GGUF file ({type(e).__name__}: {e})") from None
-        self._values: dict[str, Any] = {}
-        self._errors: dict[str, str] = {}
-        for key, field in reader.fields.items():
-            try:
-                self._values[key] = field.contents()
-            except (ValueError, IndexError, UnicodeDecodeError) as e:
-                self._errors[key] = str(e)
-        self._map = reader.data
-        self.tensors = {
-            t.name: GgufTensor(
-                t.name, t.tensor_type, tuple(int(x) for x in t.shape), self._map,
-                int(t.data.__array_interface__["data"][0] - reader.data.__array_interface__["data"][0]),
-                t.data.dtype, tuple(t.data.shape),
+        if header.big_endian:
+            raise CheckpointError(
+                f"{path} is a big-endian GGUF file; waferline, as llama.cpp, reads little-endian ones"
             )
-            for t in reader.tensors
-        }  # fmt: skip
-        del reader
+        self._values = header.metadata
+        self._errors = header.errors
+        self.tensors = {}
+        for t in header.tensors:
+            dims = tuple(reversed(t.shape))
+            dtype = ELEMENT_DTYPES.get(t.tensor_type.name)
+            if dtype is None:
+                dtype, dims = np.uint8, quant_shape_to_byte_shape(dims, t.tensor_type)
+            self.tensors[t.name] = GgufTensor(
+                t.name, t.tensor_type, t.shape, self._map, t.offset, np.dtype(dtype), tuple(dims)
+            )
 
     def get(self, key: str, default: Any = None) -> Any:
         if key in self._errors:
@@ -125,7 +131,9 @@ class GgufFile:
         data = np.asarray(t.data, dtype=np.uint8)
         if n_in % BLOCK_FORMATS[kind][1] or data.size != out * n_in // BLOCK_FORMATS[kind][1] * BLOCK_FORMATS[kind][2]:
             raise CheckpointError(f"{self.path}: tensor {name} ({kind}) holds {data.size} bytes for {(out, n_in)}")
-        return BlockWeight(torch.from_numpy(data.reshape(-1).copy()), (out, n_in), ((kind, out),))
+        copy = data.reshape(-1).copy()
+        self._done_with(t)
+        return BlockWeight(torch.from_numpy(copy), (out, n_in), ((kind, out),))
 
     def tensor(self, name: str) -> Tensor:
         """One tensor as float32, in numpy's (row-major) shape."""
@@ -140,7 +148,17 @@ class GgufFile:
         except (NotImplementedError, ValueError) as e:
             raise CheckpointError(f"{self.path}: tensor {name} ({t.tensor_type.name}) cannot be read: {e}") from None
         shape = tuple(reversed(t.shape))
-        return torch.from_numpy(np.array(array, dtype=np.float32).reshape(shape))  # a copy: the file is read-only
+        copy = np.array(array, dtype=np.float32).reshape(shape)  # a copy: the file is read-only
+        self._done_with(t)
+        return torch.from_numpy(copy)
+
+    def _done_with(self, t: GgufTensor) -> None:
+        """Tell the kernel that this process is done with a tensor's pages once they are copied (they stay in the page
+        cache; reading them again faults them back in), so that a load's peak holds each tensor once, not twice."""
+        if hasattr(mmap, "MADV_DONTNEED"):  # Linux, macOS
+            start = t.offset // mmap.PAGESIZE * mmap.PAGESIZE
+            end = min(len(self._mmap), t.offset + int(np.prod(t.data_shape)) * t.dtype.itemsize)
+            self._mmap.madvise(mmap.MADV_DONTNEED, start, end - start)
 
 
 def model_args(f: GgufFile) -> ModelArgs:
