@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import time
 
 _KEYS = ("VmRSS", "RssAnon", "RssFile", "VmHWM")
 
@@ -57,7 +58,9 @@ def measure(path: str) -> dict[str, object]:
 
     gc.collect()
     before = status_mib()
+    started = time.perf_counter()
     model = load(path)
+    seconds = time.perf_counter() - started
     after = status_mib()
     size = os.path.getsize(path) / 2**20
     grown = after["VmRSS"] - before["VmRSS"]
@@ -65,6 +68,7 @@ def measure(path: str) -> dict[str, object]:
         "file_mib": round(size, 1),
         "grown_mib": {k: round(after[k] - before[k], 1) for k in _KEYS},
         "ratio": round(grown / size, 3),
+        "load_s": round(seconds, 3),
         "mappings_mib": mappings_mib(8),
     }
     del model
@@ -89,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     grown = report["grown_mib"]
     assert isinstance(grown, dict)
     print(f"file {report['file_mib']} MiB; the load grew the process by {grown['VmRSS']} MiB ({report['ratio']}x)")
+    print(f"  in {report['load_s']} s")
     print(f"  anonymous {grown['RssAnon']}, file-backed {grown['RssFile']}; peak (VmHWM) +{grown['VmHWM']} MiB")
     for name, mib in report["mappings_mib"]:  # type: ignore[attr-defined]
         print(f"  {mib:8.1f} MiB  {name}")

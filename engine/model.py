@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -151,14 +152,14 @@ def rope_frequencies(args: ModelArgs) -> Tensor:
 def rope_tables(args: ModelArgs, positions: int) -> tuple[Tensor, Tensor]:
     """cos and sin, each (positions, head_dim // 2), float32: computed in float64 a block of positions at a time, so
     that no float64 temporary of the whole table (3x its size, for a 32k-position model 24 MB) is made."""
-    freqs = rope_frequencies(args)
-    cos = torch.empty(positions, freqs.numel(), dtype=torch.float32)
-    sin = torch.empty_like(cos)
+    freqs = rope_frequencies(args).numpy()
+    cos = np.empty((positions, freqs.size), dtype=np.float32)
+    sin = np.empty_like(cos)
     for start in range(0, positions, 512):
-        angles = torch.outer(torch.arange(start, min(start + 512, positions), dtype=torch.float64), freqs)
-        cos[start : start + 512] = angles.cos()
-        sin[start : start + 512] = angles.sin()
-    return cos, sin
+        angles = np.outer(np.arange(start, min(start + 512, positions), dtype=np.float64), freqs)
+        cos[start : start + 512] = np.cos(angles)
+        sin[start : start + 512] = np.sin(angles)
+    return torch.from_numpy(cos), torch.from_numpy(sin)
 
 
 def weight_shapes(args: ModelArgs) -> dict[str, tuple[int, ...]]:

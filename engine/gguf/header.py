@@ -10,9 +10,12 @@ block sizes, and reads the tensors' blocks. Every read is bounds-checked: a file
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import struct
-from typing import Any
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
@@ -23,6 +26,11 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 # GGUFValueType's numbering: the scalar kinds as struct formats; 8 is a string, 9 an array.
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 STRING, ARRAY = 8, 9
+# Arrays at least this long (a vocabulary, its merges, token types and scores) are kept compact, not as a Python object
+# an item: a 49k-token vocabulary's strings are ~3 MB of small objects, and once freed the small-object heap kept ~5 MB
+# of it resident, pinned by whatever was made beside them and outlived them.
+COMPACT_ITEMS = 1024
+ARRAY_CODES = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 10: "Q", 11: "q", 12: "d"}  # array.array's
 
 
 class HeaderError(ValueError):
@@ -44,11 +52,56 @@ class TensorInfo:
 @dataclasses.dataclass
 class Header:
     version: int
-    metadata: dict[str, Any]  # key -> a Python value (int, float, bool, str, or a list of them)
+    metadata: dict[str, Any]  # key -> a Python value (int, float, bool, str, a list of them; long arrays compact:
+    # a StringArray, an array.array of numbers)
     errors: dict[str, str]  # key -> why its value could not be read (a string that is not UTF-8), the rest still read
     tensors: list[TensorInfo]
     data_offset: int
     big_endian: bool  # written on a big-endian machine: the header is read, the tensors' bytes are that machine's
+
+
+class StringArray(Sequence[str]):
+    """A long array of strings as one buffer of their UTF-8 bytes and their ends: an item is decoded when read."""
+
+    def __init__(self, blob: bytes, ends: array.array[int]) -> None:
+        self._blob, self._ends = blob, ends
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self._ends)
+        if not -n <= i < n:
+            raise IndexError("StringArray index out of range")
+        i %= n
+        start = self._ends[i - 1] if i else 0
+        return self._blob[start : self._ends[i]].decode("utf-8")
+
+    def __iter__(self) -> Iterator[str]:
+        blob, start = self._blob, 0
+        for end in self._ends:
+            yield blob[start:end].decode("utf-8")
+            start = end
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StringArray):
+            return self._blob == other._blob and self._ends == other._ends
+        return (
+            isinstance(other, Sequence)
+            and len(other) == len(self)
+            and all(a == b for a, b in zip(self, other, strict=True))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StringArray({len(self)} strings)"
 
 
 class _Cursor:
@@ -93,6 +146,14 @@ class _Cursor:
         count = self.scalar("Q", what)
         smallest = struct.calcsize(SCALARS[item]) if item in SCALARS else 8 if item in (STRING, ARRAY) else 1
         self.need(count * smallest, f"{what}'s {count} items")  # a made-up count stops here, not after a long loop
+        if item in ARRAY_CODES and count >= COMPACT_ITEMS:  # a long array of numbers as an array.array
+            numbers = array.array(ARRAY_CODES[item])
+            end = self.at + count * numbers.itemsize
+            numbers.frombytes(self.data[self.at : end])
+            if (self.order == ">") != (sys.byteorder == "big"):
+                numbers.byteswap()
+            self.at = end
+            return numbers
         if item in SCALARS:  # one unpack for the whole array
             fmt = f"{self.order}{count}{SCALARS[item]}"
             values = list(struct.unpack_from(fmt, self.data, self.at))
@@ -111,8 +172,12 @@ class _Cursor:
             raise bad
         return values
 
-    def _strings(self, count: int, what: str) -> list[str]:
-        data, length, out, bad = self.data, struct.Struct(self.order + "Q"), [], None
+    def _strings(self, count: int, what: str) -> list[str] | StringArray:
+        """`count` strings: a list, or from COMPACT_ITEMS on a StringArray (each item checked to be UTF-8 here)."""
+        data, length, bad = self.data, struct.Struct(self.order + "Q"), None
+        compact = count >= COMPACT_ITEMS
+        out: list[str] = []
+        blob, ends = bytearray(), array.array("Q")
         at, end = self.at, len(self.data)
         for _ in range(count):
             if at + 8 > end:
@@ -123,17 +188,22 @@ class _Cursor:
             if at + n > end:
                 self.at = at
                 self.need(n, what)
-            raw = bytes(data[at : at + n])
+            raw = data[at : at + n]
             at += n
             try:
-                out.append(raw.decode("utf-8"))
+                text = str(raw, "utf-8")
             except UnicodeDecodeError as e:
-                bad = bad or e
-                out.append("")
+                bad, text = bad or e, ""
+                raw = b""
+            if compact:
+                blob += raw
+                ends.append(len(blob))
+            else:
+                out.append(text)
         self.at = at
         if bad is not None:
             raise bad
-        return out
+        return StringArray(bytes(blob), ends) if compact else out
 
 
 def read_header(data: memoryview | bytes) -> Header:

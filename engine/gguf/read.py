@@ -12,9 +12,11 @@ file that is not GGUF or is cut short.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import mmap
 from collections.abc import Iterator
+from json.encoder import encode_basestring  # json's own string escaper (its C form)
 from pathlib import Path
 from typing import Any
 
@@ -224,13 +226,14 @@ def file_pre_tokenizer(f: GgufFile) -> PreTokenizer:
 
 
 def tokenizer_json(f: GgufFile) -> str:
-    """The file's byte-level BPE vocabulary as a tokenizers JSON document."""
+    """The file's byte-level BPE vocabulary as a tokenizers JSON document. The vocabulary and merges are written one
+    item at a time (a dict and a list of 49k strings made at once leave their small-object pools resident)."""
     pre = file_pre_tokenizer(f)
-    tokens = [str(t) for t in f.require("tokenizer.ggml.tokens")]
-    merges = [str(m) for m in f.get("tokenizer.ggml.merges") or []]
-    types = list(f.get("tokenizer.ggml.token_type") or [])
+    tokens = f.require("tokenizer.ggml.tokens")
+    merges = f.get("tokenizer.ggml.merges") or []
+    types = f.get("tokenizer.ggml.token_type") or []
     special = [
-        {"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
+        {"id": i, "content": str(tokens[i]), "single_word": False, "lstrip": False, "rstrip": False,
          "normalized": False, "special": True}
         for i, kind in enumerate(types) if int(kind) in (CONTROL, USER_DEFINED)
     ]  # fmt: skip
@@ -241,9 +244,27 @@ def tokenizer_json(f: GgufFile) -> str:
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                  "ignore_merges": pre.ignore_merges, "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
+                  "ignore_merges": pre.ignore_merges, "vocab": _VOCAB, "merges": _MERGES},
     }  # fmt: skip
-    return json.dumps(document, ensure_ascii=False)
+    head, rest = json.dumps(document, ensure_ascii=False).split(json.dumps(_VOCAB))
+    middle, tail = rest.split(json.dumps(_MERGES))
+    out = io.StringIO()
+    out.write(head)
+    out.write("{")
+    for i, t in enumerate(tokens):  # a token held twice: the JSON key twice, its last id kept (as in a dict)
+        out.write(("," if i else "") + encode_basestring(str(t)) + f":{i}")
+    out.write("}")
+    out.write(middle)
+    out.write("[")
+    for i, m in enumerate(merges):
+        out.write(("," if i else "") + encode_basestring(str(m)))
+    out.write("]")
+    out.write(tail)
+    return out.getvalue()
+
+
+_VOCAB, _MERGES = "\x00vocab\x00", "\x00merges\x00"  # placeholders in tokenizer_json's document (never a token: they
+# are JSON-escaped there as \u0000)
 
 
 def special_tokens(f: GgufFile, vocab_size: int) -> SpecialTokens:

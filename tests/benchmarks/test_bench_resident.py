@@ -23,6 +23,7 @@ def test_the_report_measures_a_load_in_a_fresh_process(tmp_path: Path) -> None:
     )  # fmt: skip
     report = json.loads(run.stdout)
     assert report["file_mib"] == round(model.stat().st_size / 2**20, 1)
+    assert report["load_s"] > 0
     assert set(report["grown_mib"]) == {"VmRSS", "RssAnon", "RssFile", "VmHWM"}
     assert report["grown_mib"]["VmRSS"] > 0, "placing the weights grows the process"
     assert report["ratio"] == pytest.approx(report["grown_mib"]["VmRSS"] / report["file_mib"], rel=0.05)

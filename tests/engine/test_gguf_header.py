@@ -4,6 +4,7 @@ bytes can be cut or garbled gives a HeaderError, never an over-read or a crash."
 
 from __future__ import annotations
 
+import array
 import struct
 from pathlib import Path
 
@@ -13,11 +14,13 @@ import pytest
 from gguf_rewrite import finish  # tests/support
 
 from waferline.engine.checkpoint import CheckpointError
-from waferline.engine.gguf.header import HeaderError, read_header
+from waferline.engine.gguf.header import HeaderError, StringArray, read_header
 from waferline.engine.gguf.read import GgufFile
 
 
-def every_kind_file(path: Path, *, alignment: int | None = None, endianess: gguf.GGUFEndian | None = None) -> Path:
+def every_kind_file(
+    path: Path, *, alignment: int | None = None, endianess: gguf.GGUFEndian | None = None, long: bool = True
+) -> Path:
     w = gguf.GGUFWriter(path, "llama", endianess=endianess or gguf.GGUFEndian.LITTLE)
     if alignment is not None:
         w.add_custom_alignment(alignment)
@@ -34,6 +37,10 @@ def every_kind_file(path: Path, *, alignment: int | None = None, endianess: gguf
     w.add_array("test.ids", [1, 2, 3])
     w.add_array("test.nested", [[1, 2], [3]])
     w.add_array("test.none", [])
+    if long:  # kept compact
+        w.add_array("test.vocab", [f"tok{i}" if i % 7 else f'é{i}"\\' for i in range(3000)])
+        w.add_array("test.types", [i % 5 for i in range(3000)])
+        w.add_array("test.long_scores", [i / 4 for i in range(3000)])
     w.add_tensor("f32", np.arange(12, dtype=np.float32).reshape(3, 4))
     w.add_tensor("f16", np.arange(8, dtype=np.float16).reshape(2, 4))
     rows = np.linspace(-1, 1, 2 * 64, dtype=np.float32).reshape(2, 64)
@@ -55,8 +62,15 @@ def test_the_header_reads_as_gguf_reads_it(alignment: int | None, tmp_path: Path
     for key, value in theirs.items():
         if key == "test.nested":  # gguf's reader flattens arrays of arrays ("FIXME" there); they are kept here
             continue
-        assert ours[key] == pytest.approx(value) if isinstance(value, float) else ours[key] == value, key
+        mine = list(ours[key]) if isinstance(ours[key], array.array) else ours[key]
+        assert mine == pytest.approx(value) if isinstance(value, float) else mine == value, key
     assert ours["test.nested"] == [[1, 2], [3]] and ours["test.text"] == "héllo\n😀"
+    vocab = ours["test.vocab"]
+    assert isinstance(vocab, StringArray) and len(vocab) == 3000 and vocab == theirs["test.vocab"]
+    assert vocab[7] == 'é7"\\' and vocab[-1] == "tok2999" and vocab[2:4] == ["tok2", "tok3"] and vocab != ["tok0"]
+    with pytest.raises(IndexError):
+        vocab[3000]
+    assert isinstance(ours["test.types"], array.array) and ours["test.types"].typecode == "i"
     assert header.data_offset == reader.data_offset
     assert [(t.name, t.tensor_type, t.shape, t.offset, t.nbytes) for t in header.tensors] == [
         (t.name, t.tensor_type, tuple(int(x) for x in t.shape), t.data_offset, int(t.n_bytes)) for t in reader.tensors
@@ -76,17 +90,23 @@ def test_a_big_endian_file_is_read_and_then_refused(tmp_path: Path) -> None:
     path = every_kind_file(tmp_path / "be.gguf", endianess=gguf.GGUFEndian.BIG)
     header = read_header(path.read_bytes())
     assert header.big_endian and header.metadata["test.int6"] == 13 and header.metadata["test.tokens"][1] == "Ġb"
+    values = header.metadata
+    assert values["test.vocab"][3] == "tok3" and list(values["test.long_scores"])[:3] == [0, 0.25, 0.5]
     with pytest.raises(CheckpointError, match="big-endian"):
         GgufFile(path)
 
 
 def test_every_cut_of_the_header_is_a_clear_error(tmp_path: Path) -> None:
-    whole = every_kind_file(tmp_path / "m.gguf").read_bytes()
+    whole = every_kind_file(tmp_path / "m.gguf", long=False).read_bytes()
     header = read_header(whole)
     end, last = header.data_offset, header.tensors[-1]
     for n in range(0, end, 3):  # ends inside every field of the header
         with pytest.raises(HeaderError):
             read_header(whole[:n])
+    compact = every_kind_file(tmp_path / "long.gguf").read_bytes()
+    for n in range(0, read_header(compact).data_offset, 997):  # and inside the compact arrays
+        with pytest.raises(HeaderError):
+            read_header(compact[:n])
     with pytest.raises(HeaderError, match="past the file's end"):  # the header whole, the tensors' bytes cut
         read_header(whole[: last.offset + last.nbytes - 1])
 
@@ -142,6 +162,9 @@ def test_a_string_that_is_not_utf8_spoils_only_its_key(tmp_path: Path) -> None:
     data += key("good", 4) + struct.pack("<I", 5)
     header = read_header(data)
     assert header.metadata == {"good": 5} and set(header.errors) == {"bad", "bads"}
+    long_bad = struct.pack("<Q", 1) + b"a"
+    long_bad = header_bytes(0, key("vocab", 9) + struct.pack("<IQ", 8, 2000) + long_bad * 1999 + bad)
+    assert set(read_header(long_bad).errors) == {"vocab"}, "a compact array's items are checked as it is read"
     path = tmp_path / "bad.gguf"
     path.write_bytes(data)
     f = GgufFile(path)
