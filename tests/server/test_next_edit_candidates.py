@@ -10,6 +10,7 @@ import pytest
 from waferline.benchmarks.next_edit_session import Session
 from waferline.server.features.next_edit.filters import refusal
 from waferline.server.features.next_edit.source import Edit
+from waferline.server.features.next_edit.substitution import misspelling
 from waferline.syntax.edit_history import EditEvent
 
 SHAPES = """import math
@@ -133,6 +134,48 @@ def test_substitution_in_any_language() -> None:
     s = Session(text, "go")
     s.edit("m.Get", "Get", "Lookup")
     assert s.follow() == text.replace("Get", "Lookup")
+
+
+MISSPELT = '''"""Keeps the bookeeping of signals."""
+
+
+def send(signal):
+    # bookeeping: who listens
+    return signal
+
+
+def bookeeping():  # a name in code keeps its spelling
+    """The bookeeping, as a string."""
+    return "bookeeping"
+'''
+
+
+def test_a_misspelling_fixed_in_prose_is_fixed_across_the_file_but_not_in_names() -> None:
+    s = Session(MISSPELT)
+    at = MISSPELT.index("bookeeping") + len("book")
+    s.replace(at, at, "k")
+    expected = MISSPELT.replace("bookeeping", "bookkeeping").replace("def bookkeeping", "def bookeeping")
+    assert s.follow() == expected
+
+
+def test_a_misspelt_name_fixed_in_code_is_not_followed_across_the_file() -> None:
+    far = "\n".join(f"    step{i} = {i}" for i in range(40))
+    text = f"def run(obj):\n    obj.recieve()\n{far}\n    obj.recieve()  # recieve again\n"
+    s = Session(text)
+    at = text.index("recieve") + len("rec")
+    s.replace(at, at + 2, "ei")
+    # the attribute's other use is the rename candidate's (it follows attributes through the file); the comment's word
+    # is not followed from a name in code
+    assert s.follow() == text.replace("obj.recieve()", "obj.receive()")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fixed"),
+    [("bookeeping", "bookkeeping", True), ("recieve", "receive", True), ("Labels", "labels", False),
+     ("item", "items", False), ("values", "amounts", False), ("a.b_c", "a.bc", False), ("colour", "color", True)],
+)  # fmt: skip
+def test_what_counts_as_a_misspelling(old: str, new: str, fixed: bool) -> None:
+    assert misspelling(old, new) is fixed
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,17 @@ proposed first, then above; after it is accepted the next request proposes the n
 in a language whose variables are named (NAMED_VARIABLES) a fragment that is a bare variable name is left to the
 rename candidate, which knows its scope. A word is letters, digits and `_`, and in JavaScript and TypeScript `$`
 too (the unused parameter `$0` renamed `$0Obj` is a rename, not `0` -> `0Obj` on the lines around).
+
+A misspelling fixed (one word of at least MISSPELT_LENGTH letters for a word at most two letters away:
+`bookeeping` -> `bookkeeping`) is also proposed for the word's other occurrences anywhere in the file, after the
+siblings, the nearest below first and then from the top, but only in text that is not a name in code (comments,
+strings, documentation), and only when the fixed word is not one either: renaming a function or an attribute across a
+file is the rename candidates' task, which know where the name is declared.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 
@@ -22,6 +29,8 @@ from waferline.syntax.edit_history import EditEvent
 
 NAMED_VARIABLES = ("python", "javascript", "javascriptreact", "typescript", "typescriptreact", "go")
 MAX_DISTANCE = 30  # lines: a substitution further away is a different task
+MISSPELT_LENGTH = 5  # letters a misspelt word has at least, for its fix to be proposed across the file
+_ONE_WORD = re.compile(r"[^\W\d_]\w*")
 _WORD = re.compile(r"\w")
 _JS_WORD = re.compile(r"[\w$]")
 DOLLAR_NAMES = ("javascript", "javascriptreact", "typescript", "typescriptreact")
@@ -72,6 +81,7 @@ def substitution_edits(src: Source, language_id: str, start: int, end: int, even
     starts = [0]
     for ln in lines[:-1]:
         starts.append(starts[-1] + len(ln) + 1)
+    siblings: set[int] = set()
     for direction in (1, -1):
         i = here + direction
         while 0 <= i < len(lines) and abs(i - here) <= MAX_DISTANCE:
@@ -79,9 +89,37 @@ def substitution_edits(src: Source, language_id: str, start: int, end: int, even
                 break
             for m in pattern.finditer(lines[i]):
                 if not bare or (m.start() > 0 and lines[i][m.start() - 1] == ".") == dotted:
+                    siblings.add(i)
                     yield Edit(starts[i] + m.start(), starts[i] + m.end(), new)
                     break
             i += direction
+    if misspelling(old, new) and not _in_code(src, fragment_at, fragment_at + len(new)):
+        far = [m for m in pattern.finditer(src.text) if bisect.bisect_right(starts, m.start()) - 1 not in siblings]
+        for m in [m for m in far if m.start() > fragment_at] + [m for m in far if m.start() < fragment_at]:
+            if not _in_code(src, m.start(), m.end()):
+                yield Edit(m.start(), m.end(), new)
+
+
+def misspelling(old: str, new: str) -> bool:
+    """Whether `old` -> `new` fixes a misspelt word: one word each, `old` at least MISSPELT_LENGTH long, at most two
+    letters apart (an insertion, a deletion or a change each), not only in case."""
+    if _ONE_WORD.fullmatch(old) is None or _ONE_WORD.fullmatch(new) is None or len(old) < MISSPELT_LENGTH:
+        return False
+    if old.lower() == new.lower() or abs(len(old) - len(new)) > 2:
+        return False
+    previous = list(range(len(new) + 1))
+    for i, a in enumerate(old, 1):
+        row = [i]
+        for j, b in enumerate(new, 1):
+            row.append(min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a != b)))
+        previous = row
+    return previous[-1] <= 2
+
+
+def _in_code(src: Source, start: int, end: int) -> bool:
+    """Whether `[start, end)` is a name in code (an identifier of any kind), not text in a comment or a string."""
+    node = src.node_at(start, end)
+    return node is not None and node.type.endswith("identifier")
 
 
 def _indent(line: str) -> str:
