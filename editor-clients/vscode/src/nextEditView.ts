@@ -1,10 +1,8 @@
 // Next-edit suggestions in the editor: ask the server (`textDocument/copilotInlineEdit`) once typing stops, draw the
-// edit it proposes (the old text struck through, the new text beside it, a gutter arrow, a diff in the hover, the
-// line in the status bar), Tab jumps to it and Tab again accepts it (the edit applied, then the item's command run so
+// edit it proposes (nextEditDrawing.ts), Tab jumps to it and Tab again accepts it (the edit applied, then the item's command run so
 // that the server can offer the next edit of a chain), Escape rejects it. An insertion at the cursor is shown as
 // inline-completion ghost text instead (client.ts's middleware asks `ghostItem`), also once Tab has jumped to one
 // drawn elsewhere. The rules are in nextEdit.ts.
-import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { type LanguageClient, State } from 'vscode-languageclient/node';
 import {
@@ -12,16 +10,15 @@ import {
   DEBOUNCE_MS,
   DID_END_NOTIFICATION,
   DID_SHOW_NOTIFICATION,
-  diffMarkdown,
   type EndReason,
   firstEdit,
   INLINE_EDIT_REQUEST,
   type InlineEdit,
-  oneLine,
   type Placement,
   placement,
   reasonForChange,
 } from './nextEdit';
+import { NextEditDrawing } from './nextEditDrawing';
 import { SECTION } from './settings';
 
 export const PENDING_CONTEXT = 'waferline.nextEditPending'; // an edit drawn as a preview: Tab and Escape are ours
@@ -53,10 +50,7 @@ function debounceMs(): number {
 
 export class NextEdits implements vscode.Disposable {
   private readonly disposables: { dispose(): unknown }[] = [];
-  private readonly removed: vscode.TextEditorDecorationType;
-  private readonly inserted: vscode.TextEditorDecorationType;
-  private readonly gutter: vscode.TextEditorDecorationType;
-  private readonly status: vscode.StatusBarItem;
+  private readonly drawing: NextEditDrawing;
   private shown: Shown | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private inFlight: vscode.CancellationTokenSource | undefined;
@@ -68,25 +62,9 @@ export class NextEdits implements vscode.Disposable {
     private readonly client: () => LanguageClient | undefined,
     private readonly output: vscode.LogOutputChannel,
   ) {
-    this.removed = vscode.window.createTextEditorDecorationType({
-      backgroundColor: new vscode.ThemeColor('diffEditor.removedTextBackground'),
-      textDecoration: 'line-through',
-      overviewRulerColor: new vscode.ThemeColor('editorOverviewRuler.modifiedForeground'),
-      overviewRulerLane: vscode.OverviewRulerLane.Center,
-    });
-    this.inserted = vscode.window.createTextEditorDecorationType({
-      overviewRulerColor: new vscode.ThemeColor('editorOverviewRuler.modifiedForeground'),
-      overviewRulerLane: vscode.OverviewRulerLane.Center,
-    });
-    this.gutter = vscode.window.createTextEditorDecorationType({
-      gutterIconPath: vscode.Uri.file(path.join(context.extensionPath, 'media', 'next-edit.svg')),
-      gutterIconSize: 'contain',
-    });
-    this.status = vscode.window.createStatusBarItem('waferline.nextEdit', vscode.StatusBarAlignment.Right, 99);
-    this.status.name = 'waferline next edit';
-    this.status.command = 'waferline.nextEdit.tab';
+    this.drawing = new NextEditDrawing(context);
     this.disposables.push(
-      this.removed, this.inserted, this.gutter, this.status,
+      this.drawing,
       vscode.workspace.onDidChangeTextDocument((e) => { this.onChange(e); }),
       vscode.window.onDidChangeTextEditorSelection((e) => { this.onSelection(e); }),
       vscode.window.onDidChangeActiveTextEditor(() => { this.end('ignored'); }),
@@ -233,16 +211,7 @@ export class NextEdits implements vscode.Disposable {
       void this.showAsGhost();
       return;
     }
-    const hover = new vscode.MarkdownString(diffMarkdown(oldText, edit.text, range.start.line));
-    const preview = { contentText: edit.text === '' ? ' ⌫' : ` ${oneLine(edit.text)} `,
-      backgroundColor: new vscode.ThemeColor('diffEditor.insertedTextBackground'),
-      color: new vscode.ThemeColor('editor.foreground'), fontStyle: 'italic' }; // fmt: skip
-    if (oldText !== '') {
-      editor.setDecorations(this.removed, [{ range, hoverMessage: hover }]);
-    }
-    editor.setDecorations(this.inserted, [{ range: new vscode.Range(range.end, range.end), hoverMessage: hover,
-      renderOptions: { after: preview } }]); // fmt: skip
-    editor.setDecorations(this.gutter, [{ range: new vscode.Range(range.start, range.start) }]);
+    this.drawing.draw(editor, range, oldText, edit);
     void vscode.commands.executeCommand('setContext', PENDING_CONTEXT, true);
     this.showStatus();
   }
@@ -254,10 +223,7 @@ export class NextEdits implements vscode.Disposable {
     if (!s) {
       return;
     }
-    for (const d of [this.removed, this.inserted, this.gutter]) {
-      s.editor.setDecorations(d, []);
-    }
-    this.status.hide();
+    this.drawing.clear(s.editor);
     void vscode.commands.executeCommand('setContext', PENDING_CONTEXT, false); // Tab is VS Code's now
     await vscode.commands.executeCommand('setContext', GHOST_CONTEXT, true); // (sent at once: a clear() comes after)
     if (this.shown === s) {
@@ -268,15 +234,11 @@ export class NextEdits implements vscode.Disposable {
   private showStatus(): void {
     const s = this.shown;
     if (!s) {
-      this.status.hide();
+      this.drawing.clear();
       return;
     }
-    const line = s.range.start.line + 1;
     const here = s.jumped || s.editor.selection.active.line === s.range.start.line;
-    this.status.text = `$(arrow-right) next edit: line ${line} · Tab to ${here ? 'accept' : 'jump'}, Esc to dismiss`;
-    this.status.tooltip = new vscode.MarkdownString(diffMarkdown(s.editor.document.getText(s.range), s.edit.text,
-      s.range.start.line)); // fmt: skip
-    this.status.show();
+    this.drawing.showStatus(s.editor, s.range, s.edit, here);
   }
 
   /** Tab: jump to an edit away from the cursor; on it (or on its line) accept it. After the jump the placement is
@@ -387,12 +349,7 @@ export class NextEdits implements vscode.Disposable {
   private clear(): void {
     const s = this.shown;
     this.shown = undefined;
-    if (s) {
-      for (const d of [this.removed, this.inserted, this.gutter]) {
-        s.editor.setDecorations(d, []);
-      }
-    }
-    this.status.hide();
+    this.drawing.clear(s?.editor);
     void vscode.commands.executeCommand('setContext', PENDING_CONTEXT, false);
     void vscode.commands.executeCommand('setContext', GHOST_CONTEXT, false);
   }
