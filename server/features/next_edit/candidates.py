@@ -2,7 +2,9 @@
 
 1. a changed function signature whose call sites no longer match (features/next_edit/signature.py);
 2. a renamed identifier whose other occurrences in its scope carry the old name (features/next_edit/rename.py);
-3. the same textual substitution on sibling lines (features/next_edit/substitution.py).
+3. the same textual substitution on sibling lines (features/next_edit/substitution.py);
+4. from the user's newest edit only, the same edit repeated elsewhere in the file where what changed is distinctive
+   (features/next_edit/repeated.py).
 
 They read the document's own tree (Python's scopes for the first two, and JavaScript's, TypeScript's and Go's block
 scopes: features/next_edit/lexical.py, rename_lexical.py, signature_lexical.py; Rust's, Java's, C's and C++'s:
