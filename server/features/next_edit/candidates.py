@@ -2,7 +2,9 @@
 
 1. a changed function signature whose call sites no longer match (features/next_edit/signature.py);
 2. a renamed identifier whose other occurrences in its scope carry the old name (features/next_edit/rename.py);
-3. the same textual substitution on sibling lines (features/next_edit/substitution.py).
+3. the same textual substitution on sibling lines (features/next_edit/substitution.py);
+4. from the user's newest edit only, the same edit repeated elsewhere in the file where what changed is distinctive
+   (features/next_edit/repeated.py).
 
 They read the document's own tree (Python's scopes for the first two, and JavaScript's, TypeScript's and Go's block
 scopes: features/next_edit/lexical.py, rename_lexical.py, signature_lexical.py; Rust's, Java's, C's and C++'s:
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from waferline.server.features.next_edit.lexical import Rules, rules_for
 from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
 from waferline.server.features.next_edit.rename_lexical import IDENTIFIER_TYPES, lexical_rename_edits
+from waferline.server.features.next_edit.repeated import dotted_edits, line_edits, unbound_name_edits
 from waferline.server.features.next_edit.signature import Change, call_site_edits, signature_change
 from waferline.server.features.next_edit.signature_declared import declared_edits
 from waferline.server.features.next_edit.signature_lexical import lexical_call_site_edits, lexical_signature_change
@@ -38,9 +41,11 @@ class Candidate:
 def structural_candidates(
     src: Source, uri: str, language_id: str, start: int, end: int, event: EditEvent, later: list[EditEvent],
     accepted: list[EditEvent], cursor: int, elsewhere: Callable[[Change], list[Edit]] | None = None,
+    newest: bool = True,
 ) -> Iterator[Candidate]:  # fmt: skip
     """Candidates after the user's `event`, whose new text is now `[start, end)`; `later` are the events since,
-    `accepted` those of them that were accepted suggestions (a chain): the nearest first."""
+    `accepted` those of them that were accepted suggestions (a chain): the nearest first. `newest`: the event is the
+    user's newest edit (the repeated edits follow that one only)."""
     chained = frozenset(
         at for i, e in enumerate(later) if e in accepted and (at := map_offset(e.start, later[i + 1 :])) is not None
     )
@@ -69,6 +74,12 @@ def structural_candidates(
             return  # a local's rename or a followed signature's change: not the substitution's
     for e in substitution_edits(src, language_id, start, end, event):
         yield Candidate(e, "substitution")
+    if not newest:
+        return
+    yield from (Candidate(e, "repeated") for e in line_edits(src, start, end, event))
+    if language_id == "python":
+        yield from (Candidate(e, "repeated") for e in unbound_name_edits(src, start, end, event))
+    yield from (Candidate(e, "repeated") for e in dotted_edits(src, start, end, event))
 
 
 def _lexical(

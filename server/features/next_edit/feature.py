@@ -217,10 +217,12 @@ class NextEdits:
         events = history.user_events(USER_EVENTS)
         if not events:
             return None
+        newest_events = 1  # the events that are the user's newest edit (its join with the one before, and itself)
         if len(events) > 1 and events[1][1][:1] == [events[0][0]]:  # the user's two newest edits, nothing between
             joined = join(events[1][0], events[0][0])  # at the same spot: one edit, however long the pause
             if joined is not None:
                 events.insert(0, (joined, events[0][1]))
+                newest_events = 2
         text = doc.readable_text
         src = Source(text, root, doc.syntax.source)
         others = {uri: d for uri, d in self.documents.items() if uri != doc.uri}
@@ -228,14 +230,23 @@ class NextEdits:
         parsed = not root.has_error
         newest, newest_later = events[0]
         newest_span = _span_now(newest, newest_later)
-        for whole, later in events:
+        for n, (whole, later) in enumerate(events):
             event = whole.trimmed()
             span = _span_now(event, later)
             if span is None:
                 continue
             accepted = [e for e in later if e.accepted]
             found_any = structural_candidates(
-                src, doc.uri, doc.language_id, *span, event, later, accepted, offset, elsewhere
+                src,
+                doc.uri,
+                doc.language_id,
+                *span,
+                event,
+                later,
+                accepted,
+                offset,
+                elsewhere,
+                newest=n < newest_events,
             )
             for found in found_any:
                 key = (doc.uri, doc.text.version, found.edit.start, found.edit.end, found.edit.new)
