@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from waferline.server.features.next_edit.lexical import Rules, rules_for
 from waferline.server.features.next_edit.rename import rename_edits, renamed_identifier
 from waferline.server.features.next_edit.rename_lexical import IDENTIFIER_TYPES, lexical_rename_edits
-from waferline.server.features.next_edit.repeated import dotted_edits, line_edits, unbound_name_edits
+from waferline.server.features.next_edit.repeated import line_edits, word_edits
 from waferline.server.features.next_edit.signature import Change, call_site_edits, signature_change
 from waferline.server.features.next_edit.signature_declared import declared_edits
 from waferline.server.features.next_edit.signature_lexical import lexical_call_site_edits, lexical_signature_change
@@ -77,9 +77,7 @@ def structural_candidates(
     if not newest:
         return
     yield from (Candidate(e, "repeated") for e in line_edits(src, start, end, event))
-    if language_id == "python":
-        yield from (Candidate(e, "repeated") for e in unbound_name_edits(src, start, end, event))
-    yield from (Candidate(e, "repeated") for e in dotted_edits(src, start, end, event))
+    yield from (Candidate(e, "repeated") for e in word_edits(src, language_id, start, end, event))
 
 
 def _lexical(

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 
 from waferline.server.features.next_edit.scopes import is_binding, is_name
-from waferline.server.features.next_edit.source import FUNCTION_TYPES, Edit, Source
+from waferline.server.features.next_edit.source import FUNCTION_TYPES, Edit, Source, walk
 from waferline.server.features.next_edit.substitution import substitution
 from waferline.syntax.edit_history import EditEvent
 
@@ -77,10 +77,17 @@ def line_edits(src: Source, start: int, end: int, event: EditEvent) -> Iterator[
         yield Edit(i, i + len(block), "\n".join(new)) if new else Edit(i, min(len(text), i + len(block) + 1), "")
 
 
-def unbound_name_edits(src: Source, start: int, end: int, event: EditEvent) -> Iterator[Edit]:
+def word_edits(src: Source, language_id: str, start: int, end: int, event: EditEvent) -> Iterator[Edit]:
+    """The unbound name's (Python only) and the dotted chain's edits, from the user's one substitution."""
     found = substitution(src, start, end, event)
     if found is None:
         return
+    if language_id == "python":
+        yield from unbound_name_edits(src, found)
+    yield from dotted_edits(src, found)
+
+
+def unbound_name_edits(src: Source, found: tuple[str, str, int]) -> Iterator[Edit]:
     old, new, at = found
     if _NAME.fullmatch(old) is None or old in _BUILTINS or "import *" in src.text:
         return
@@ -88,23 +95,17 @@ def unbound_name_edits(src: Source, start: int, end: int, event: EditEvent) -> I
     if node is None or not is_name(node):
         return
     uses = []
-    stack = [src.root]
-    while stack:
-        n = stack.pop()
+    for n in walk(src.root):
         if n.type == "identifier" and src.node_text(n) == old:
             if is_binding(n):
                 return  # the file still binds the name: its uses may well be right
             if is_name(n):
                 uses.append(src.offset(n.start_byte))
-        stack.extend(n.children)
     for i in _ordered(uses, at):
         yield Edit(i, i + len(old), new)
 
 
-def dotted_edits(src: Source, start: int, end: int, event: EditEvent) -> Iterator[Edit]:
-    found = substitution(src, start, end, event)
-    if found is None:
-        return
+def dotted_edits(src: Source, found: tuple[str, str, int]) -> Iterator[Edit]:
     old, new, at = found
     if _NAME.fullmatch(old) is None:
         return
