@@ -100,9 +100,17 @@ try {
     return r ? { x: r.x + r.width / 2, y: r.y + r.height / 2 } : null;
   });
   if (box) {
-    await page.mouse.move(box.x, box.y);
+    // Monaco shows a hover only once the pointer rests on the text; on a loaded machine the first rest can be
+    // missed (the hover provider still busy), so the pointer leaves and comes back, up to three times.
     const hover = page.locator('.monaco-hover', { hasText: 'next edit' }).first();
-    result.hover = await hover.waitFor({ timeout: 15_000 }).then(() => hover.innerText(), () => null);
+    result.hover = null;
+    for (let attempt = 0; attempt < 3 && result.hover === null; attempt++) {
+      await page.mouse.move(5, 700);
+      await page.waitForTimeout(200);
+      await page.mouse.move(box.x, box.y);
+      await page.mouse.move(box.x + 1, box.y);
+      result.hover = await hover.waitFor({ timeout: 6_000 }).then(() => hover.innerText(), () => null);
+    }
   }
   await page.screenshot({ path: `${args.screenshots}/vscode-next-edit.png` });
   await page.mouse.move(5, 700);
