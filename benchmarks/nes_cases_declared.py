@@ -39,8 +39,8 @@ from waferline.benchmarks.nes_cases_ts import choose, file_cases
 from waferline.benchmarks.nes_structural import _case
 
 HERE = Path(__file__).resolve().parent
-LANGUAGES = ("rust", "java", "c")
-SUFFIX = {"rust": ".rs", "java": ".java", "c": ".c"}
+LANGUAGES = ("rust", "java", "c", "cpp")
+SUFFIX = {"rust": (".rs",), "java": (".java",), "c": (".c",), "cpp": (".cpp", ".cc")}
 MAX_FILE_CHARS = 20_000  # larger files make the shipped data large, not the cases harder
 REGISTRY = "usr/share/cargo/registry/"
 
@@ -58,9 +58,11 @@ def package_list(path: Path) -> list[tuple[str, str, str, str, str, list[str]]]:
 
 
 def wanted(path: str, text: str, language: str) -> bool:
-    """A source file of the cases: not a test, a benchmark or an example; 500 to MAX_FILE_CHARS characters, LF."""
+    """A source file of the cases: not a test (nor in re2's `testing` folder), a benchmark or an example; 500 to
+    MAX_FILE_CHARS characters, LF."""
     parts = path.lower().split("/")
-    if not path.endswith(SUFFIX[language]) or any(p in ("tests", "test", "benches", "examples") for p in parts):
+    if not path.endswith(SUFFIX[language]) or any(p in ("tests", "test", "testing", "benches", "examples")
+                                                   for p in parts):  # fmt: skip
         return False
     return "test" not in parts[-1] and 500 <= len(text) <= MAX_FILE_CHARS and "\r" not in text and "\t" not in text
 
@@ -110,7 +112,7 @@ def answers(language: str, root: Path, folder: str, files: list[Path], includes:
         return {f: {"file": f, **line["renames"]} for f, line in java_cases(root, folder).items()}
     from waferline.benchmarks.nes_c_renames import renames as c_renames
 
-    return {str(f): c_renames(f, includes) for f in files}
+    return {str(f): c_renames(f, includes, language) for f in files}
 
 
 @cache
@@ -186,7 +188,7 @@ def declared_cases(
             if star != listed:
                 raise SystemExit(f"{name}: `Files: *` is {star}, the list says {listed}")
             chosen = []
-            for f in sorted((root / folder).rglob(f"*{SUFFIX[language]}")):
+            for f in sorted(f for suffix in SUFFIX[language] for f in (root / folder).rglob(f"*{suffix}")):
                 path = str(f.relative_to(root))
                 text = f.read_text(encoding="utf-8", errors="replace")
                 licence = licence_of(path, paragraphs)
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--debs", type=Path, required=True, help="folder of the .deb and source files apt-get wrote")
     parser.add_argument("--list", type=Path, default=HERE / "nes_declared_packages.txt", help="packages, licences")
-    parser.add_argument("--languages", default=",".join(LANGUAGES), help="comma-separated: rust, java, c")
+    parser.add_argument("--languages", default=",".join(LANGUAGES), help="comma-separated: rust, java, c, cpp")
     parser.add_argument("--per-category", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=HERE / "data" / "nes")

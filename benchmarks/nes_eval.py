@@ -1,7 +1,7 @@
 """`waferline eval-nes`: next-edit suggestions replayed through the real server, against two baselines.
 
 Each case (benchmarks/data/nes/, written from real code by benchmarks/nes_cases.py, and for JavaScript and TypeScript
-by benchmarks/nes_cases_ts.py, for Go by benchmarks/nes_cases_go.py, for Rust, Java and C by
+by benchmarks/nes_cases_ts.py, for Go by benchmarks/nes_cases_go.py, for Rust, Java, C and C++ by
 benchmarks/nes_cases_declared.py) is opened in `waferline serve` (in its language),
 the user's edits are sent as an editor sends them (a structural case's rename as the old name selected and the new
 one typed over it, key by key; a commit's hunks one change each), and `textDocument/copilotInlineEdit` is asked at
@@ -17,7 +17,7 @@ the end of the last edit, as a client asks after a pause in typing:
 Latency is the client's, request sent to answer received. Baselines on the same cases: "no edit" (always silent)
 and "repeat the last substitution" (the user's last edit, widened to whole words, made again at the next
 occurrence of its old text; for a structural case, at every one). Python structural, JS/TS structural, Go, Rust,
-Java and C structural and commit cases are reported apart.
+Java, C and C++ structural and commit cases are reported apart.
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data" / "nes"
-KINDS = ("structural", "structural-js", "structural-go", "structural-rust", "structural-java", "structural-c", "model")
+KINDS = ("structural", "structural-js", "structural-go", "structural-rust", "structural-java", "structural-c",
+         "structural-cpp", "model")  # fmt: skip
 FILES = {"structural": "structural.jsonl.gz", "structural-js": "structural-js.jsonl.gz",
          "structural-go": "structural-go.jsonl.gz", "structural-rust": "structural-rust.jsonl.gz",
          "structural-java": "structural-java.jsonl.gz", "structural-c": "structural-c.jsonl.gz",
-         "model": "commits.jsonl.gz"}  # fmt: skip
+         "structural-cpp": "structural-cpp.jsonl.gz", "model": "commits.jsonl.gz"}  # fmt: skip
 MAX_STEPS = 200  # suggestions accepted in one structural case at most
 PARTS = ("all", "kept-aside", "choose")
 
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kinds", default=",".join(KINDS),
         help="structural (Python), structural-js (JavaScript, TypeScript), structural-go (Go), structural-rust, "
-        "structural-java, structural-c, model; comma-separated (default: all)",
+        "structural-java, structural-c, structural-cpp, model; comma-separated (default: all)",
     )  # fmt: skip
     parser.add_argument("--limit", type=int, default=0, help="at most this many cases of each kind (0: all)")
     parser.add_argument(

@@ -116,9 +116,11 @@ def model_figures(cases: Sequence[dict[str, Any]], answers: Sequence[dict[str, A
 
 
 STRUCTURAL = (("structural", "Python"), ("structural-js", "JavaScript and TypeScript"), ("structural-go", "Go"),
-              ("structural-rust", "Rust"), ("structural-java", "Java"), ("structural-c", "C"))  # fmt: skip
+              ("structural-rust", "Rust"), ("structural-java", "Java"), ("structural-c", "C"),
+              ("structural-cpp", "C++"))  # fmt: skip
 _KIND = {"python": "structural", "javascript": "structural-js", "typescript": "structural-js", "go": "structural-go",
-         "rust": "structural-rust", "java": "structural-java", "c": "structural-c"}  # fmt: skip
+         "rust": "structural-rust", "java": "structural-java", "c": "structural-c",
+         "cpp": "structural-cpp"}  # fmt: skip
 
 
 def summarize(

@@ -1,4 +1,4 @@
-"""The Rust, Java and C structural cases of `waferline eval-nes`: the shipped files load, each case is a rename of
+"""The Rust, Java, C and C++ structural cases of `waferline eval-nes`: the shipped files load, each case is a rename of
 one name at its declaration whose intended file renames that name and nothing else, every case's package is one
 of benchmarks/nes_declared_packages.txt under a permissive licence; the generator's own steps (the package list, a
 Debian source package unpacked with its licences); and, where the compilers are installed, each oracle itself
@@ -28,7 +28,8 @@ from waferline.benchmarks.nes_cases_declared import (
 from waferline.benchmarks.nes_cases_go import permissive
 from waferline.benchmarks.nes_eval import DATA, intended, read_cases
 
-LANGUAGES = ("rust", "java", "c")
+LANGUAGES = ("rust", "java", "c", "cpp")
+ADDED = ("rust", "java", "c")  # the languages with add-parameter cases
 
 
 def _words(text: str) -> list[str]:
@@ -44,7 +45,7 @@ def test_shipped_cases_are_well_formed(language: str) -> None:
     assert {c["language"] for c in cases} == {language}
     kinds = {f"rename-parameter-{language}", f"rename-local-{language}", f"silent-unused-parameter-{language}"}
     added = f"add-parameter-{language}"
-    assert {c["category"] for c in cases} == kinds | {added}
+    assert {c["category"] for c in cases} == (kinds | {added} if language in ADDED else kinds)
     assert len({c["id"] for c in cases}) == len(cases)
     for c in cases:
         src = c["source"]
@@ -70,6 +71,8 @@ def test_the_lists_and_the_check_list_are_apart() -> None:
     assert itoa == ("rust", "librust-itoa-dev", "1.0.1-2", "MIT OR Apache-2.0", "src", [])
     uv = next(p for p in shipped if p[1] == "libuv1")
     assert uv[3:] == ("MIT", "src", ["include", "src"])
+    yaml = next(p for p in shipped if p[1] == "yaml-cpp")
+    assert yaml == ("cpp", "yaml-cpp", "0.7.0+dfsg-8", "X11", "src", ["include", "src"]) and permissive(yaml[3])
 
 
 def test_wanted_keeps_sources_not_tests() -> None:
@@ -79,6 +82,8 @@ def test_wanted_keeps_sources_not_tests() -> None:
     assert not wanted("src/a.c", "x\n", "c"), "too small"
     assert not wanted("src/a.c", body.replace("x", "\tx"), "c"), "tabs"
     assert not wanted("src/a.h", body, "c")
+    assert wanted("src/node.cpp", body, "cpp") and wanted("re2/dfa.cc", body, "cpp")
+    assert not wanted("re2/testing/dump.cc", body, "cpp") and not wanted("src/a.hpp", body, "cpp")
 
 
 COPYRIGHT = """Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
@@ -215,6 +220,45 @@ def test_libclang_oracle(tmp_path: Path) -> None:
     assert found[("parameter", "p", at("p, int q"))] == [at("p, q);")]
     assert not [k for k in found if k[1] == "q"], "DROPS never reads q: unsure, left out"
     assert answer["skipped"]["a preprocessor line in the function"] == 1
+
+
+CPP = """#include <vector>
+namespace ns {
+struct P {
+  int x;
+  P(int x) : x(x) {}
+  template <typename T> T f(T a, int unused) const {
+    auto g = [a](T k) { int t = k; return a + t; };
+    return g(a) + this->x;
+  }
+};
+int sum(const std::vector<int>& v) {
+  int t = 0;
+  for (const auto& e : v) t += e;
+  struct L { int m(int t) { return t; } };
+  return t;
+}
+}  // namespace ns
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("clang") is None or shutil.which("c++") is None,
+                    reason="the oracle needs libclang (the nes-cases extra) and a C++ compiler")  # fmt: skip
+def test_libclang_oracle_in_cpp(tmp_path: Path) -> None:
+    cpp = tmp_path / "a.cpp"
+    cpp.write_text(CPP, encoding="utf-8")
+    (answer,) = answers("cpp", tmp_path, ".", [cpp], []).values()
+    assert not answer["skipped"]
+    found = {(cand["kind"], cand["name"], cand["start"]): cand["locations"] for cand in answer["candidates"]}
+    at = CPP.index
+    assert found[("parameter", "x", at("x) : x"))] == [at("x) {}")], "the initialiser's argument, not the field"
+    assert found[("parameter", "a", at("a, int"))] == [at("a](T"), at("a + t"), at("a) + this")], "its capture"
+    assert found[("parameter", "unused", at("unused"))] == []
+    assert found[("parameter", "k", at("k) {"))] == [at("k; return")], "a lambda's parameter"
+    assert found[("local", "t", at("t = k"))] == [at("t; };")], "a lambda's local"
+    assert found[("local", "e", at("e : v"))] == [at("e;\n")], "the range-for's variable"
+    assert found[("local", "t", at("t = 0"))] == [at("t += e"), at("t;\n}\n}")], "not the local class's t"
+    assert not [k for k in found if k[2] > at("struct L") and k[2] < at("return t;\n}\n}")], "not its members"
 
 
 def test_added_parameter_cases_pass_the_variable_at_every_call() -> None:

@@ -69,6 +69,11 @@ class Scoping:
         """Something outside the tree (C's preprocessor) makes a rename of `names` in `scope` inexact."""
         return False
 
+    def is_name(self, node: Node) -> bool:
+        """The node is an identifier that may be a variable's (C++: a type's name where the parser mistakes a
+        variable for one)."""
+        return node.type == "identifier"
+
 
 def word(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
@@ -93,22 +98,25 @@ def variable_uses(src: Source, sc: Scoping, r: Renamed) -> list[Node] | None:
         return None
 
 
-def occurrences(src: Source, names: tuple[str, ...], lo: int, hi: int) -> Iterator[tuple[Node, bool]]:
+def occurrences(
+    src: Source, names: tuple[str, ...], lo: int, hi: int, sc: Scoping | None = None
+) -> Iterator[tuple[Node, bool]]:
     """The smallest node around each whole-word occurrence of one of `names` in the bytes `[lo, hi)`, and whether
-    it is exactly an identifier of that name (else a comment, a string, a macro's token, a longer name). Found in
-    the text, then in the tree: a scope's few occurrences, not its every node."""
+    it is exactly an identifier of that name (`sc.is_name`; else a comment, a string, a macro's token, a longer
+    name). Found in the text, then in the tree: a scope's few occurrences, not its every node."""
     pattern = re.compile(b"|".join(rb"(?<![\w$])" + re.escape(n.encode()) + rb"(?![\w$])" for n in names))
     for m in pattern.finditer(src.data, lo, hi):
         node = src.root.descendant_for_byte_range(m.start(), m.end())
         if node is not None:
-            exact = node.type == "identifier" and node.start_byte == m.start() and node.end_byte == m.end()
+            named = sc.is_name(node) if sc is not None else node.type == "identifier"
+            exact = named and node.start_byte == m.start() and node.end_byte == m.end()
             yield node, exact
 
 
 def _uses(src: Source, sc: Scoping, scope: Scope, r: Renamed) -> Iterator[Node]:
     names = (r.old, r.new)
     shadowed: list[tuple[int, int]] = []  # bytes where another variable of the old name is seen (Rust's `let x`)
-    for n, exact in occurrences(src, names, scope.taken_from, scope.end):
+    for n, exact in occurrences(src, names, scope.taken_from, scope.end, sc):
         if _hidden(src, sc, scope.container, n, names) or not exact or n == r.node:
             continue
         text = src.node_text(n)
@@ -159,7 +167,7 @@ def is_local(src: Source, sc: Scoping, r: Renamed) -> bool:
         return False
     return any(
         exact and sc.declared_at(src, n) is not None
-        for n, exact in occurrences(src, (r.old, r.new), function.start_byte, function.end_byte)
+        for n, exact in occurrences(src, (r.old, r.new), function.start_byte, function.end_byte, sc)
     )
 
 

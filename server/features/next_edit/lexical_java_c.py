@@ -183,7 +183,7 @@ class CScoping(Scoping):
 
     def declared_at(self, src: Source, node: Node, name: str = "") -> Scope | None:
         found = _c_holder(node)
-        if found is None or found[2]:
+        if found is None or (found[2] and not self.initialises(found[1])):
             return None
         holder, _, _ = found
         if holder.type == "declaration":
@@ -208,6 +208,10 @@ class CScoping(Scoping):
         if not _is_field(function, child, "declarator") or function.child_by_field_name("body") is None:
             return None
         return Scope(function, params.start_byte, function.end_byte, params.start_byte)
+
+    def initialises(self, declarator: Node) -> bool:
+        """The function declarator (a prototype, to the parser) declares a variable (C++'s `T x(y);`)."""
+        return False
 
     def binds(self, node: Node) -> bool:
         parent = node.parent
@@ -251,4 +255,3 @@ class CScoping(Scoping):
 
 JAVA = JavaScoping()
 C = CScoping()
-SCOPINGS: dict[str, Scoping] = {"java": JAVA, "c": C, "cpp": C}

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 
 from tree_sitter import Node
 
+from waferline.server.features.next_edit.lexical_cpp import CPP
 from waferline.server.features.next_edit.lexical_declared import Scoping, declared_rename, occurrences, word
-from waferline.server.features.next_edit.lexical_java_c import JAVA, SCOPINGS, C, defines_name
+from waferline.server.features.next_edit.lexical_java_c import JAVA, C, defines_name
 from waferline.server.features.next_edit.lexical_rust import RUST
 from waferline.server.features.next_edit.signature import Args, Change, Param, fix_call
 from waferline.server.features.next_edit.source import Edit, Source, enclosing, walk
@@ -32,7 +33,7 @@ _WRAP = {"rust": "fn _f{} {{}}\n", "java": "class _C {{ void _f{} {{}} }}\n", "c
 _SCOPINGS: dict[str, Scoping] = {"rust": RUST, "java": JAVA, "c": C}
 _JAVA_BODIES = ("class_body", "interface_body", "enum_body")
 _COMMENTS = ("comment", "line_comment", "block_comment", "attribute_item")
-DECLARED: dict[str, Scoping] = {**SCOPINGS, "rust": RUST}
+DECLARED: dict[str, Scoping] = {"rust": RUST, "java": JAVA, "c": C, "cpp": CPP}
 
 
 def declared_edits(
