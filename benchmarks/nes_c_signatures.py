@@ -1,5 +1,5 @@
-"""The signature cases of `waferline eval-nes` for C (category add-parameter-c), found and checked by clang
-(libclang, as benchmarks/nes_c_renames.py), independently of the tree-sitter code under test
+"""The signature cases of `waferline eval-nes` for C and C++ (categories add-parameter-c, add-parameter-cpp), found
+and checked by clang (libclang, as benchmarks/nes_c_renames.py), independently of the tree-sitter code under test
 (server/features/next_edit/signature_declared.py).
 
 A function defined in the file gets a parameter added at the end (the user's edit: `, TYPE NAME` typed after its
@@ -11,7 +11,9 @@ definition's or the callee of a call clang resolves to it, spelled in the file w
 function defined in the file whose parameter of that name no other declaration in it shadows and which holds no
 preprocessor line; the function has named parameters, no `...`, no token of the name in its own body (a global it
 reads would be shadowed); and the intended file parses with no more errors than the original (clang parses it
-again: a type that does not fit the callers' arguments is an error).
+again: a type that does not fit the callers' arguments is an error). C++: the function is a free function (at file
+or namespace scope, not a template nor a method; its callers may be methods), each call spelled `name(...)` (not
+`ns::name(...)`), every call clang resolves to that very function (not an overload).
 """
 
 from __future__ import annotations
@@ -20,49 +22,56 @@ import re
 from pathlib import Path
 from typing import Any
 
-from waferline.benchmarks.nes_c_renames import _spelling, system_includes
+from waferline.benchmarks.nes_c_renames import _spelling, compile_args, definitions
 from waferline.benchmarks.nes_cases_go import char_offsets
 
 PER_FILE = 2  # cases from one file
 
 
-def _parse(path: Path, includes: list[Path], text: str | None = None) -> Any:
+_FILE_SCOPES = ("TRANSLATION_UNIT", "NAMESPACE", "LINKAGE_SPEC", "UNEXPOSED_DECL")
+
+
+def _parse(path: Path, includes: list[Path], text: str | None = None, language: str = "c") -> Any:
     from clang.cindex import Index
 
-    args = ["-std=gnu11", "-D_GNU_SOURCE", "-ferror-limit=0", *(f"-I{i}" for i in includes),
-            *(f"-isystem{i}" for i in system_includes())]  # fmt: skip
     unsaved = [(str(path), text)] if text is not None else None
-    return Index.create().parse(str(path), args=args, unsaved_files=unsaved)
+    return Index.create().parse(str(path), args=compile_args(language, includes), unsaved_files=unsaved)
 
 
 def _errors(tu: Any) -> int:
     return sum(1 for d in tu.diagnostics if d.severity >= 3)
 
 
-def additions(path: Path, includes: list[Path]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The add-parameter candidates of one C file: [{function, at, text, variable, calls}] in characters (`text`:
-    what the user types at `at`; `calls`: where the intended file inserts `, NAME`), and why others were left out."""
+def additions(path: Path, includes: list[Path], language: str = "c") -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The add-parameter candidates of one C (C++: `language` "cpp") file: [{function, at, text, variable, calls}] in
+    characters (`text`: what the user types at `at`; `calls`: where the intended file inserts `, NAME`), and why
+    others were left out."""
     from clang.cindex import CursorKind
 
-    tu = _parse(path, includes)
+    tu = _parse(path, includes, language=language)
     name, data = str(path), path.read_bytes()
     chars = char_offsets(data)
     skipped: dict[str, int] = {}
     if any(d.severity >= 4 for d in tu.diagnostics):
         return [], {"a fatal error in the file (a header not found)": 1}
-    definitions = [c for c in tu.cursor.get_children() if c.kind == CursorKind.FUNCTION_DECL and c.is_definition()
-                   and c.location.file is not None and c.location.file.name == name]  # fmt: skip
+    callers = definitions(tu, name, language)
+    functions = [c for c in callers if c.kind == CursorKind.FUNCTION_DECL and c.lexical_parent is not None
+                 and c.lexical_parent.kind.name in _FILE_SCOPES]  # fmt: skip
     tokens = [t for t in tu.get_tokens(extent=tu.cursor.extent) if t.kind.name == "IDENTIFIER"
               and t.location.file is not None and t.location.file.name == name]  # fmt: skip
     calls: dict[str, list[tuple[Any, Any]]] = {}  # function name: (call, caller)
-    for caller in definitions:
+    for caller in callers:
         for c in caller.walk_preorder():
             callee = c.referenced if c.kind == CursorKind.CALL_EXPR else None
             if callee is not None and callee.kind == CursorKind.FUNCTION_DECL:
                 calls.setdefault(c.referenced.spelling, []).append((c, caller))
     out: list[dict[str, Any]] = []
-    for fn in definitions:
-        why = _why_not(fn, calls.get(fn.spelling, []), tokens, data, name)
+    for fn in functions:
+        found = calls.get(fn.spelling, [])
+        if language == "cpp" and any(c.referenced.canonical != fn.canonical or _qualified(c, data) for c, _ in found):
+            skipped["an overload's or a qualified call"] = skipped.get("an overload's or a qualified call", 0) + 1
+            continue
+        why = _why_not(fn, found, tokens, data, name)
         if isinstance(why, str):
             skipped[why] = skipped.get(why, 0) + 1
             continue
@@ -71,7 +80,7 @@ def additions(path: Path, includes: list[Path]) -> tuple[list[dict[str, Any]], d
         for i in sorted(inserts, reverse=True):
             target = target[:i] + b", " + variable.encode() + target[i:]
         target = target[:at] + b", " + typed.encode() + target[at:]
-        if _errors(_parse(path, includes, target.decode("utf-8"))) > _errors(tu):
+        if _errors(_parse(path, includes, target.decode("utf-8"), language)) > _errors(tu):
             skipped["the intended file does not compile"] = skipped.get("the intended file does not compile", 0) + 1
             continue
         out.append({"function": fn.spelling, "at": chars[at], "text": ", " + typed, "variable": variable,
@@ -79,6 +88,12 @@ def additions(path: Path, includes: list[Path]) -> tuple[list[dict[str, Any]], d
         if len(out) >= PER_FILE:
             break
     return out, skipped
+
+
+def _qualified(call: Any, data: bytes) -> bool:
+    """The call's callee is spelled after `::`, `.` or `->` (C++'s `ns::f(x)`)."""
+    at = _spelling(call)[1]
+    return data[:at].rstrip().endswith((b"::", b".", b"->"))
 
 
 def _why_not(fn: Any, calls: list[tuple[Any, Any]], tokens: list[Any], data: bytes,

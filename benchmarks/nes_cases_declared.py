@@ -144,10 +144,11 @@ def added_parameters(language: str, root: Path, folder: str, files: list[Path], 
                 return {str(f): {"skipped": {"the crate does not type-check": 1}, "candidates": []} for f in files}
             return {str(f): dict(zip(("candidates", "skipped"), rust_additions(
                 f, copy, str(f.relative_to(root)), _edition(root)), strict=True)) for f in files}  # fmt: skip
-    if language == "c":
+    if language in ("c", "cpp"):
         from waferline.benchmarks.nes_c_signatures import additions
 
-        return {str(f): dict(zip(("candidates", "skipped"), additions(f, includes), strict=True)) for f in files}
+        return {str(f): dict(zip(("candidates", "skipped"), additions(f, includes, language), strict=True))
+                for f in files}  # fmt: skip
     if language == "java":
         return {f: line["added"] for f, line in java_cases(root, folder).items()}
     return {}

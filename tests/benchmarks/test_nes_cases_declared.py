@@ -29,7 +29,6 @@ from waferline.benchmarks.nes_cases_go import permissive
 from waferline.benchmarks.nes_eval import DATA, intended, read_cases
 
 LANGUAGES = ("rust", "java", "c", "cpp")
-ADDED = ("rust", "java", "c")  # the languages with add-parameter cases
 
 
 def _words(text: str) -> list[str]:
@@ -45,7 +44,7 @@ def test_shipped_cases_are_well_formed(language: str) -> None:
     assert {c["language"] for c in cases} == {language}
     kinds = {f"rename-parameter-{language}", f"rename-local-{language}", f"silent-unused-parameter-{language}"}
     added = f"add-parameter-{language}"
-    assert {c["category"] for c in cases} == (kinds | {added} if language in ADDED else kinds)
+    assert {c["category"] for c in cases} == kinds | {added}
     assert len({c["id"] for c in cases}) == len(cases)
     for c in cases:
         src = c["source"]
@@ -315,6 +314,39 @@ def test_libclang_signature_oracle(tmp_path: Path) -> None:
     assert (found["function"], found["text"], found["variable"]) == ("f", ", long n", "n")
     assert found["at"] == at("a) { return a * 2") + 1 and found["calls"] == [at("a) + g") + 1, at("b) + g") + 1]
     assert answer["skipped"]["a mention of the function that is not a call clang sees"] == 1, "g's pointer use"
+
+
+CPP_CALLS = """#include <ostream>
+struct Node { int size() const { return 1; } };
+namespace yaml {
+static int Width(const Node& node, int indent) { return node.size() + indent; }
+static int Twice(int a) { return 2 * a; }
+static int Twice(long a) { return 2 * a; }
+static int Half(int a) { return a / 2; }
+int Emit(const Node& node, int indent, std::ostream& out) {
+  auto later = [&]() { return Width(node, 0); };
+  return Width(node, indent) + later() + Twice(indent) + yaml::Half(indent);
+}
+struct Emitter {
+  int Go(const Node& node, int indent, std::ostream& out) { return Width(node, 1) + Half(indent); }
+};
+}  // namespace yaml
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("clang") is None or shutil.which("c++") is None,
+                    reason="the oracle needs libclang (the nes-cases extra) and a C++ compiler")  # fmt: skip
+def test_libclang_signature_oracle_in_cpp(tmp_path: Path) -> None:
+    cpp = tmp_path / "b.cpp"
+    cpp.write_text(CPP_CALLS, encoding="utf-8")
+    (answer,) = added_parameters("cpp", tmp_path, ".", [cpp], []).values()
+    (found,) = answer["candidates"]
+    at = CPP_CALLS.index
+    assert (found["function"], found["text"], found["variable"]) == ("Width", ", std::ostream& out", "out")
+    assert found["at"] == at(" int indent) {") + len(" int indent")
+    assert found["calls"] == [at(", 0)") + 3, at("indent) + later") + 6, at("1) + Half") + 1], "a method's call too"
+    assert answer["skipped"]["an overload's or a qualified call"] == 1, "yaml::Half"
+    assert answer["skipped"]["a mention of the function that is not a call clang sees"] == 1, "the other Twice"
 
 
 RUST_CALLS = """pub fn f(a: u32) -> u32 {

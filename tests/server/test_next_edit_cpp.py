@@ -1,6 +1,7 @@
-"""C++'s own rules in the rename candidate (features/next_edit/lexical_cpp.py): what tree-sitter-cpp reads one way
-and the compiler another. Each case here came from a C++ structural case of `waferline eval-nes` that failed
-(yaml-cpp's src/emit.cpp, src/parse.cpp; double-conversion's double-to-string.cc)."""
+"""C++'s own rules in the structural candidates (features/next_edit/lexical_cpp.py): what tree-sitter-cpp reads one
+way and the compiler another (from C++ structural cases of `waferline eval-nes` that failed: yaml-cpp's
+src/emit.cpp, src/parse.cpp; double-conversion's double-to-string.cc), and an added parameter's call sites, which
+C++ did not follow before (its add-parameter-cpp cases: 0 of 11)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,48 @@ def test_a_local_declared_by_a_direct_initialisation_is_followed() -> None:
     s = Session(DIRECT, "cpp")
     s.edit("stream(input", "stream", "in")
     assert s.follow() == DIRECT.replace("stream stream(", "stream in(").replace("Build(stream", "Build(in")
+
+
+CALLS = """namespace yaml {
+static int Width(const Node& node, int indent) {
+  return node.size() + indent;
+}
+
+int Emit(const Node& node, int indent, std::ostream& out) {
+  auto later = [&]() { return Width(node, 0); };
+  auto copy = [node]() { return Width(node, 1); };
+  return Width(node, indent) + later() + copy();
+}
+
+struct Emitter {
+  int Go(const Node& node, std::ostream& out) { return Width(node, 1) + this->n; }
+};
+}  // namespace yaml
+"""
+
+
+def _add_out(text: str) -> Session:
+    s = Session(text, "cpp")
+    s.edit("Width(const Node& node, int indent) {", "int indent", "int indent, std::ostream& out")
+    return s
+
+
+def test_an_added_parameter_is_passed_at_the_calls_of_a_free_function() -> None:
+    # the callers' own `out` (a method's too); not in a lambda that does not capture it
+    expected = CALLS.replace("int indent) {", "int indent, std::ostream& out) {").replace(
+        "Width(node, 0)", "Width(node, 0, out)"
+    )
+    expected = expected.replace("Width(node, indent)", "Width(node, indent, out)").replace(
+        "{ return Width(node, 1) + this", "{ return Width(node, 1, out) + this"
+    )
+    assert _add_out(CALLS).follow() == expected
+
+
+def test_an_added_parameter_is_not_followed_where_another_width_may_be_called() -> None:
+    for why, text in (
+        ("a qualified call", CALLS.replace("return Width(node, indent)", "return yaml::Width(node, indent)")),
+        ("a method of the name", CALLS.replace("  int Go(", "  int Width(int a) { return a; }\n  int Go(")),
+        ("a prototype", CALLS.replace("static int Width", "int Width(const Node&, int);\nstatic int Width")),
+        ("a template", CALLS.replace("static int Width", "template <typename T>\nint Width")),
+    ):
+        assert _add_out(text).ask() is None, why

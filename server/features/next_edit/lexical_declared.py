@@ -69,6 +69,11 @@ class Scoping:
         """Something outside the tree (C's preprocessor) makes a rename of `names` in `scope` inexact."""
         return False
 
+    def closure_reads(self, src: Source, closure: Node, name: str) -> bool:
+        """A closure (a lambda) nested in a function reads the function's variable `name` (C++: when it captures
+        it)."""
+        return True
+
     def is_name(self, node: Node) -> bool:
         """The node is an identifier that may be a variable's (C++: a type's name where the parser mistakes a
         variable for one)."""

@@ -1,4 +1,4 @@
-"""The changed-signature candidate for Rust, Java and C (features/next_edit/signature.py is Python's).
+"""The changed-signature candidate for Rust, Java, C and C++ (features/next_edit/signature.py is Python's).
 
 The rules of signature_lexical.py (no keyword arguments): the old parameter list is the list with the user's edit
 undone; a call in the file whose arguments bind to the old list and not to the new one is fixed. Removed: its
@@ -6,12 +6,14 @@ argument is deleted; added: the caller's own variable of that name, declared bef
 (features/next_edit/lexical_declared.py's scopes), is passed where the call's arguments reach it, else the call is
 left alone; reordered: the arguments are permuted. The function is Rust's free `fn` (not in an `impl` or trait; the
 only one of its name in the file) called as `name(...)`; a C function definition called as `name(...)` (none when a
-`#define` spells the name: it may be a macro); a Java method, the only one of its name in its class, of a class that
+`#define` spells the name: it may be a macro); a C++ free function whose name the file spells only at its
+definition and plain calls (features/next_edit/lexical_cpp.py; a lambda passes the caller's variable only when it
+captures it); a Java method, the only one of its name in its class, of a class that
 extends nothing and imports nothing of that name, called as `name(...)` or `this.name(...)` in its class or in a
 named class nested in it that extends nothing and declares no method of that name (not in an anonymous class, an
 enum or a subclass: they may inherit one). Not followed: a caller that binds the name itself, `self` and patterns in
-Rust's parameters, Java's varargs and receiver parameters, C's `...` and unnamed parameters, C++ (overloads, default
-arguments), calls in Rust macros.
+Rust's parameters, Java's varargs and receiver parameters, C's `...` and unnamed parameters, C++'s methods,
+templates, overloads, default arguments and qualified calls, calls in Rust macros.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterator
 
 from tree_sitter import Node
 
-from waferline.server.features.next_edit.lexical_cpp import CPP
+from waferline.server.features.next_edit.lexical_cpp import CPP, only_called
 from waferline.server.features.next_edit.lexical_declared import Scoping, declared_rename, occurrences, word
 from waferline.server.features.next_edit.lexical_java_c import JAVA, C, defines_name
 from waferline.server.features.next_edit.lexical_rust import RUST
@@ -28,9 +30,10 @@ from waferline.server.features.next_edit.signature import Args, Change, Param, f
 from waferline.server.features.next_edit.source import Edit, Source, enclosing, walk
 from waferline.syntax.edit_history import EditEvent
 
-_LISTS = {"rust": "parameters", "java": "formal_parameters", "c": "parameter_list"}
-_WRAP = {"rust": "fn _f{} {{}}\n", "java": "class _C {{ void _f{} {{}} }}\n", "c": "void _f{} {{}}\n"}
-_SCOPINGS: dict[str, Scoping] = {"rust": RUST, "java": JAVA, "c": C}
+_LISTS = {"rust": "parameters", "java": "formal_parameters", "c": "parameter_list", "cpp": "parameter_list"}
+_WRAP = {"rust": "fn _f{} {{}}\n", "java": "class _C {{ void _f{} {{}} }}\n", "c": "void _f{} {{}}\n",
+         "cpp": "void _f{} {{}}\n"}  # fmt: skip
+_SCOPINGS: dict[str, Scoping] = {"rust": RUST, "java": JAVA, "c": C, "cpp": CPP}
 _JAVA_BODIES = ("class_body", "interface_body", "enum_body")
 _COMMENTS = ("comment", "line_comment", "block_comment", "attribute_item")
 DECLARED: dict[str, Scoping] = {"rust": RUST, "java": JAVA, "c": C, "cpp": CPP}
@@ -113,7 +116,8 @@ def _function(src: Source, language_id: str, params: Node) -> tuple[Node | None,
     if declarator.type != "function_declarator" or (ident := declarator.child_by_field_name("declarator")) is None:
         return None, ""
     child = declarator
-    while child.parent is not None and child.parent.type in ("pointer_declarator", "attributed_declarator"):
+    while child.parent is not None and child.parent.type in ("pointer_declarator", "attributed_declarator",
+                                                             "reference_declarator"):  # fmt: skip
         child = child.parent
     function = child.parent
     if function is None or function.type != "function_definition" or ident.type != "identifier":
@@ -121,6 +125,8 @@ def _function(src: Source, language_id: str, params: Node) -> tuple[Node | None,
     name = src.node_text(ident)
     if defines_name(src, name):
         return None, ""  # a macro of the name may be what is called
+    if language_id == "cpp" and not only_called(src, function, ident, name):
+        return None, ""
     return function, name
 
 
@@ -145,8 +151,10 @@ def _params(src: Source, language_id: str, params: Node) -> tuple[Param, ...] | 
             pattern = p.child_by_field_name("name") if p.type == "formal_parameter" else None
         else:
             pattern = p.child_by_field_name("declarator") if p.type == "parameter_declaration" else None
-            while pattern is not None and pattern.type in ("pointer_declarator", "array_declarator"):
-                pattern = pattern.child_by_field_name("declarator")
+            while pattern is not None and pattern.type in ("pointer_declarator", "array_declarator",
+                                                           "reference_declarator"):  # fmt: skip
+                pattern = (pattern.named_children[-1] if pattern.type == "reference_declarator"
+                           else pattern.child_by_field_name("declarator"))  # fmt: skip
         if pattern is None or pattern.type != "identifier":
             return None  # `self`, a pattern, varargs, an unnamed or function pointer parameter
         out.append(Param(src.node_text(pattern), False))
@@ -228,7 +236,8 @@ def _has_variable(sc: Scoping) -> Callable[[Source, Node, str], bool]:
     def has_variable(src: Source, call: Node, name: str) -> bool:
         """A variable `name` declared before the call, in a scope around it."""
         caller = enclosing(call, sc.functions)
-        while caller is not None and caller.parent is not None and enclosing(caller, sc.functions) is not None:
+        while (caller is not None and caller.parent is not None and enclosing(caller, sc.functions) is not None
+               and sc.closure_reads(src, caller, name)):  # fmt: skip
             caller = enclosing(caller, sc.functions)  # the outermost function: a closure reads its variables too
         if caller is None:
             return False
