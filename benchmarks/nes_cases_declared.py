@@ -1,23 +1,24 @@
-"""The Rust, Java and C structural cases of `waferline eval-nes`, made from real code as Debian packages it, with
-each language's own compiler deciding the intended file, independently of the tree-sitter code under test
-(server/features/next_edit/lexical_declared.py, lexical_rust.py, lexical_java_c.py), and shipped as data
-(benchmarks/data/nes/structural-rust.jsonl.gz, structural-java.jsonl.gz, structural-c.jsonl.gz):
+"""The Rust, Java, C and C++ structural cases of `waferline eval-nes`, made from real code as Debian packages it,
+with each language's own compiler deciding the intended file, independently of the tree-sitter code under test
+(server/features/next_edit/lexical_declared.py, lexical_rust.py, lexical_java_c.py, lexical_cpp.py), and shipped as
+data (benchmarks/data/nes/structural-rust.jsonl.gz, structural-java.jsonl.gz, structural-c.jsonl.gz,
+structural-cpp.jsonl.gz):
 
     apt-get download PACKAGE=VERSION          (each `rust` line of benchmarks/nes_declared_packages.txt)
-    apt-get source --download-only PACKAGE=VERSION   (each `java` and `c` line: a `deb-src` line must be listed)
-    python -m waferline.benchmarks.nes_cases_declared --debs DIR [--languages rust,java,c] [--out DIR]
+    apt-get source --download-only PACKAGE=VERSION   (each `java`, `c`, `cpp` line: a `deb-src` line must be listed)
+    python -m waferline.benchmarks.nes_cases_declared --debs DIR [--languages rust,java,c,cpp] [--out DIR]
 
 Rust: the crate sources librust-*-dev packages ship (/usr/share/cargo/registry/CRATE-VERSION), resolved by rustc
 (benchmarks/nes_rust_renames.py: `rustc` on PATH, any recent toolchain). Java: the upstream sources of Debian's
-source packages, attributed by javac (benchmarks/nes_java_cases.java: `java` of a JDK 17 or later on PATH). C: the
-same, analysed by clang (benchmarks/nes_c_renames.py: the PyPI package `libclang`, the `nes-cases` extra). Each case
-is the format of benchmarks/nes_structural.py's: a parameter or a local renamed at its declaration (the user's edit)
-and the whole file as intended once every other location the compiler resolves to that variable is renamed too
-(categories rename-parameter-LANG, rename-local-LANG), and, to be silent, a parameter the function never uses
-renamed (silent-unused-parameter-LANG); and a parameter added to a function whose every caller has a parameter of
-that name and type, the calls passing it (add-parameter-LANG: benchmarks/nes_rust_signatures.py,
-nes_java_cases.java, nes_c_signatures.py). Each case records its language, package, version, licence (the
-file's own, from the package's machine-readable debian/copyright: the paragraph that matches it) and file.
+source packages, attributed by javac (benchmarks/nes_java_cases.java: `java` of a JDK 17 or later on PATH). C and
+C++ (`.cpp`, `.cc`): the same, analysed by clang (benchmarks/nes_c_renames.py: the PyPI package `libclang`, the
+`nes-cases` extra). Each case is the format of benchmarks/nes_structural.py's: a parameter or a local renamed at its
+declaration (the user's edit) and the whole file as intended once every other location the compiler resolves to that
+variable is renamed too (categories rename-parameter-LANG, rename-local-LANG), and, to be silent, a parameter the
+function never uses renamed (silent-unused-parameter-LANG); and a parameter added to a function whose every caller
+has a parameter of that name and type, the calls passing it (add-parameter-LANG: benchmarks/nes_rust_signatures.py,
+nes_java_cases.java, nes_c_signatures.py). Each case records its language, package, version, licence (the file's
+own, from the package's machine-readable debian/copyright: the paragraph that matches it) and file.
 """
 
 from __future__ import annotations

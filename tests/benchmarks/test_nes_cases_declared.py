@@ -221,6 +221,19 @@ def test_libclang_oracle(tmp_path: Path) -> None:
     assert answer["skipped"]["a preprocessor line in the function"] == 1
 
 
+NEEDS_CLANG_CPP = pytest.mark.skipif(
+    importlib.util.find_spec("clang") is None or shutil.which("c++") is None,
+    reason="the oracle needs libclang (the nes-cases extra) and a C++ compiler",
+)
+
+
+def _cpp_file(folder: Path, name: str, text: str) -> tuple[Path, str]:
+    """A C++ file of `text` in `folder`, and a function giving the offset of a needle in it."""
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path, text.index
+
+
 CPP = """#include <vector>
 namespace ns {
 struct P {
@@ -241,15 +254,12 @@ int sum(const std::vector<int>& v) {
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("clang") is None or shutil.which("c++") is None,
-                    reason="the oracle needs libclang (the nes-cases extra) and a C++ compiler")  # fmt: skip
+@NEEDS_CLANG_CPP
 def test_libclang_oracle_in_cpp(tmp_path: Path) -> None:
-    cpp = tmp_path / "a.cpp"
-    cpp.write_text(CPP, encoding="utf-8")
+    cpp, at = _cpp_file(tmp_path, "a.cpp", CPP)
     (answer,) = answers("cpp", tmp_path, ".", [cpp], []).values()
     assert not answer["skipped"]
     found = {(cand["kind"], cand["name"], cand["start"]): cand["locations"] for cand in answer["candidates"]}
-    at = CPP.index
     assert found[("parameter", "x", at("x) : x"))] == [at("x) {}")], "the initialiser's argument, not the field"
     assert found[("parameter", "a", at("a, int"))] == [at("a](T"), at("a + t"), at("a) + this")], "its capture"
     assert found[("parameter", "unused", at("unused"))] == []
@@ -334,14 +344,11 @@ struct Emitter {
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("clang") is None or shutil.which("c++") is None,
-                    reason="the oracle needs libclang (the nes-cases extra) and a C++ compiler")  # fmt: skip
+@NEEDS_CLANG_CPP
 def test_libclang_signature_oracle_in_cpp(tmp_path: Path) -> None:
-    cpp = tmp_path / "b.cpp"
-    cpp.write_text(CPP_CALLS, encoding="utf-8")
+    cpp, at = _cpp_file(tmp_path, "b.cpp", CPP_CALLS)
     (answer,) = added_parameters("cpp", tmp_path, ".", [cpp], []).values()
     (found,) = answer["candidates"]
-    at = CPP_CALLS.index
     assert (found["function"], found["text"], found["variable"]) == ("Width", ", std::ostream& out", "out")
     assert found["at"] == at(" int indent) {") + len(" int indent")
     assert found["calls"] == [at(", 0)") + 3, at("indent) + later") + 6, at("1) + Half") + 1], "a method's call too"

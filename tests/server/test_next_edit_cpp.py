@@ -18,13 +18,17 @@ DIRECT = """Node Load(const std::string& input, Emitter& out) {
 """
 
 
+def _followed(text: str, needle: str, old: str, new: str) -> str:
+    """The C++ file once `old` (in `needle`) is renamed `new` and every suggestion after it accepted."""
+    s = Session(text, "cpp")
+    s.edit(needle, old, new)
+    return s.follow()
+
+
 def test_a_parameter_read_by_a_direct_initialisation_is_renamed_there() -> None:
-    s = Session(DIRECT, "cpp")
-    s.edit("string& input", "input", "text")
-    assert s.follow() == DIRECT.replace("input", "text")
-    s = Session(DIRECT, "cpp")
-    s.edit("Emitter& out", "out", "emitter")
-    assert s.follow() == DIRECT.replace("& out", "& emitter").replace("(out,", "(emitter,")
+    assert _followed(DIRECT, "string& input", "input", "text") == DIRECT.replace("input", "text")
+    expected = DIRECT.replace("& out", "& emitter").replace("(out,", "(emitter,")
+    assert _followed(DIRECT, "Emitter& out", "out", "emitter") == expected
 
 
 def test_a_local_declared_by_a_direct_initialisation_is_followed() -> None:
@@ -34,12 +38,10 @@ def test_a_local_declared_by_a_direct_initialisation_is_followed() -> None:
         + "  step();\n" * 40
         + ("  return g(events, events);\n}\nint Other(NodeEvents& events) {\n  return events.size();\n}\n")
     )
-    s = Session(text, "cpp")
-    s.edit("events(node", "events", "emit")
-    assert s.follow() == text.replace("events(node)", "emit(node)").replace("g(events, events)", "g(emit, emit)")
-    s = Session(DIRECT, "cpp")
-    s.edit("stream(input", "stream", "in")
-    assert s.follow() == DIRECT.replace("stream stream(", "stream in(").replace("Build(stream", "Build(in")
+    expected = text.replace("events(node)", "emit(node)").replace("g(events, events)", "g(emit, emit)")
+    assert _followed(text, "events(node", "events", "emit") == expected
+    expected = DIRECT.replace("stream stream(", "stream in(").replace("Build(stream", "Build(in")
+    assert _followed(DIRECT, "stream(input", "stream", "in") == expected
 
 
 CALLS = """namespace yaml {
