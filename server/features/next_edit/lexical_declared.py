@@ -3,10 +3,10 @@
 What features/next_edit/lexical.py is for JavaScript, TypeScript and Go, on the rule these languages share: a
 local's scope runs from its declaration (Rust: from the end of its `let` statement) to the end of the block around
 it, a parameter's over its function. Each language says, in a `Scoping` (features/next_edit/lexical_rust.py,
-lexical_java_c.py), which identifiers declare a variable and with what scope, which bind a name at all (any
-pattern, parameter or declarator: a shadowing), which are not variables (a field, a path, a label, a method's
-name), which subtrees hold other variables (Rust's nested items) and what makes a rename inexact (a macro, a
-struct field shorthand). A rename made at a declaration follows every use of the variable in its scope; it is
+lexical_java_c.py, lexical_cpp.py), which identifiers declare a variable and with what scope, which bind a name at
+all (any pattern, parameter or declarator: a shadowing), which are not variables (a field, a path, a label, a
+method's name), which subtrees hold other variables (Rust's nested items) and what makes a rename inexact (a macro,
+a struct field shorthand). A rename made at a declaration follows every use of the variable in its scope; it is
 refused (exact or not shown) when the old name is bound again in the scope (shadowing; in Rust, where it is the
 idiom, the new binding's own scope is skipped instead and the rename followed around it), when the new name is
 already spelled there, or when the language's own refusals apply.
