@@ -94,8 +94,9 @@ def plan_completion(
 
     complete, reason = _should_complete(text, offset, before, after, root, cursor_byte, language_id, snap, explicit)
     multiline, parent_indent = _shape(before, after, language_id)
-    if root is not None:
-        opened, closed = _tree_brackets(root, cursor_byte)
+    if root is not None and snap is not None:
+        opened, closers = _tree_brackets(root, cursor_byte)
+        opened, closed = _distrust_error_line(opened, closers, root, snap, cursor_byte, text, offset, line_start)
     else:
         opened = open_brackets(text[max(line_start - 2000, 0) : offset], language_id)
         closed = tuple(False for _ in opened)
@@ -255,15 +256,16 @@ def _immediate_closers(after: str, opened: str) -> int:
     return count
 
 
-def _tree_brackets(root: Node, b: int) -> tuple[str, tuple[bool, ...]]:
-    """Brackets open at byte b (outermost first) and whether the text after b closes each, read from the tokens of
-    every node around the cursor (brackets are direct children of the node they delimit, ERROR nodes included)."""
-    opened: list[tuple[str, bool]] = []
+def _tree_brackets(root: Node, b: int) -> tuple[str, tuple[int | None, ...]]:
+    """Brackets open at byte b (outermost first) and where the text after b closes each (the closer's byte, None
+    where it does not), read from the tokens of every node around the cursor (brackets are direct children of the
+    node they delimit, ERROR nodes included)."""
+    opened: list[tuple[str, int | None]] = []
     frontier = [root]
     while frontier:
         node = frontier.pop()
         stack: list[str] = []
-        closed_after: list[bool] = []
+        closed_after: list[int] = []
         inner: list[Node] = []
         depth_after = 0  # brackets opened after the cursor at this level
         for child in _children_near(node, b):
@@ -284,10 +286,53 @@ def _tree_brackets(root: Node, b: int) -> tuple[str, tuple[bool, ...]]:
             elif s >= b and kind in CLOSERS and len(closed_after) < len(stack):
                 if stack[len(stack) - 1 - len(closed_after)] != CLOSERS[kind]:
                     break
-                closed_after.append(True)
-        opened += [(ch, i >= len(stack) - len(closed_after)) for i, ch in enumerate(stack)]
+                closed_after.append(s)
+        first_closed = len(stack) - len(closed_after)  # closed_after holds the innermost's closer first
+        opened += [(ch, closed_after[len(stack) - 1 - i] if i >= first_closed else None) for i, ch in enumerate(stack)]
         frontier.extend(reversed(inner))
     return "".join(ch for ch, _ in opened), tuple(c for _, c in opened)
+
+
+def _distrust_error_line(
+    opened: str,
+    closers: tuple[int | None, ...],
+    root: Node,
+    snap: TreeSnapshot,
+    cursor_byte: int,
+    text: str,
+    offset: int,
+    line_start: int,
+) -> tuple[str, tuple[bool, ...]]:
+    """Whether the suffix closes each open bracket, from the tree, unless error recovery made that up.
+
+    Where the document does not parse between the cursor's line and a closer, the tree may pair a bracket opened on
+    the cursor's line with a closer lines below (`def f(se` over a body that calls something: "the suffix closes
+    it", so a completion `lf):` was cut to `lf`), or drop the bracket (`pmap({k: v for k, v ` read as nothing open,
+    so the completion's `})` closed "what it did not open"). The brackets the line itself opens before the cursor are
+    certain: when the tree's list does not end with them and the line has an error, the text's brackets are used (as
+    for plain text); and the suffix is taken to close one of them only when no error lies between the line's start
+    and that closer."""
+    closed = tuple(c is not None for c in closers)
+    if not root.has_error:
+        return opened, closed
+    on_line = open_brackets(text[line_start:offset], snap.language_id)
+    if not on_line:
+        return opened, closed
+    line_byte = cursor_byte - utf8_len(text[line_start:offset])
+    errors = collect_errors(root, snap.source, 64)
+    if not opened.endswith(on_line):
+        if not any(e.start_byte <= cursor_byte and e.end_byte >= line_byte for e in errors):
+            return opened, closed
+        opened = open_brackets(text[max(line_start - 2000, 0) : offset], snap.language_id)
+        if not opened.endswith(on_line):  # the window starts inside a string or a comment: trust the line only
+            opened = on_line
+        return opened, tuple(False for _ in opened)
+    outer = len(opened) - len(on_line)
+
+    def kept(closer: int | None) -> bool:
+        return closer is not None and not any(e.start_byte <= closer and e.end_byte >= line_byte for e in errors)
+
+    return opened, closed[:outer] + tuple(kept(c) for c in closers[outer:])
 
 
 def _children_near(node: Node, b: int) -> list[Node]:
