@@ -72,11 +72,14 @@ def plan_completion(
     tree: SyntaxTree | None,
     *,
     explicit: bool = False,
+    in_strings: bool = False,
     max_context_chars: int = DEFAULT_CONTEXT_CHARS,
     max_lines: int = DEFAULT_MAX_LINES,
     steady_window: bool = False,
 ) -> CompletionPlan:
     """Plan the completion at `offset` (a `str` offset) of `text`. `tree` None or plain text: text rules only.
+
+    `in_strings`: complete inside a string literal as the user types (inside a comment only when `explicit`).
 
     `steady_window`: move the prefix window's start every half budget of typed characters instead of every eighth
     (a shorter prefix on average, but a prompt that holds four times longer): for a server answering many documents
@@ -92,7 +95,9 @@ def plan_completion(
     root = snap.tree.root_node if snap is not None else None
     cursor_byte = utf8_len(text[:offset]) if root is not None else 0
 
-    complete, reason = _should_complete(text, offset, before, after, root, cursor_byte, language_id, snap, explicit)
+    complete, reason = _should_complete(
+        text, offset, before, after, root, cursor_byte, language_id, snap, explicit, in_strings
+    )
     multiline, parent_indent = _shape(before, after, language_id)
     if root is not None and snap is not None:
         opened, closers = _tree_brackets(root, cursor_byte)
@@ -172,6 +177,7 @@ def _should_complete(
     language_id: str | None,
     snap: TreeSnapshot | None,
     explicit: bool,
+    in_strings: bool = False,
 ) -> tuple[bool, str]:
     if "\0" in text[max(offset - 4096, 0) : offset + 4096]:
         return False, "binary content"
@@ -182,7 +188,7 @@ def _should_complete(
             errors = collect_errors(root, snap.source, 64)
             if any(e.start_byte <= cursor_byte and e.end_byte >= line_byte for e in errors):
                 literal = state_at_end(before, language_id)
-        if literal in ("comment", "string") and not explicit:
+        if (literal == "comment" or (literal == "string" and not in_strings)) and not explicit:
             return False, f"inside a {literal}"
     if after and is_word_char(after[0]):
         return False, "cursor before an identifier character"

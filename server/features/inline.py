@@ -246,8 +246,8 @@ class InlineCompletions:
         # Several documents typed in at once: a window start that holds longer (syntax/plan.py _quantum).
         steady = self.tickets.typed_in(BUSY_WINDOW_S) > 1
         plan = plan_completion(
-            text, offset, language_id, snapshot.syntax, explicit=explicit, steady_window=steady,
-            max_context_chars=window(self.worker, options),
+            text, offset, language_id, snapshot.syntax, explicit=explicit, in_strings=options.complete_in_strings,
+            steady_window=steady, max_context_chars=window(self.worker, options),
         )  # fmt: skip
         ms["plan"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
         if not plan.complete and not warming:
@@ -302,7 +302,9 @@ class InlineCompletions:
             # A tree of the text as it would be after the accept: parsed on a helper thread, off the event loop.
             tree = SyntaxTree(language_id, after)
             chars = window(self.worker, options)
-            plan = plan_completion(after, cursor, language_id, tree, explicit=False, max_context_chars=chars)
+            plan = plan_completion(
+                after, cursor, language_id, tree, in_strings=options.complete_in_strings, max_context_chars=chars
+            )
             if plan.complete and context is not None:
                 plan.context[:0] = context(after, plan)
             return plan

@@ -162,3 +162,13 @@ def test_document_features_say_whether_the_names_and_the_line_are_the_documents_
     assert document_features(copied, len(copied) - 1, "a, b)")["in_document"] == 1.0  # the line is there already
     assert document_features(copied, len(copied) - 1, "b, a)")["in_document"] == 0.0
     assert document_features("", 0, "")["known_names"] == 1.0  # nothing named: nothing unknown
+
+
+def test_inside_a_string_as_the_user_types_only_with_complete_in_strings() -> None:
+    doc = 'VERSIONS = {"stable": "1.4.0", "beta": "1.5.0'
+    assert shown(doc, None, 'rc1"}', SURE, min_confidence=0.0) == 'rc1"}'
+    assert shown(doc, None, 'rc1"}', SURE, min_confidence=0.0, complete_in_strings=False) is None
+    assert shown(doc, None, 'rc1"}', SURE, min_confidence=0.0, complete_in_strings=False, explicit=True) == 'rc1"}'
+    assert shown(doc, None, 'rc1"}', math.log(0.01), min_confidence=0.3) is None, "gated there as anywhere"
+    comment = "x = 1  # the default "
+    assert shown(comment, None, "value", SURE, min_confidence=0.0) is None

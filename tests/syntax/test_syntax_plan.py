@@ -58,6 +58,22 @@ def test_code_next_to_literals_completes(language_id: str, marked: str) -> None:
     assert plan_at(marked, language_id)[2].complete
 
 
+@pytest.mark.parametrize(
+    ("language_id", "marked"),
+    [
+        ("python", "x = 'unterminated|\n"),
+        ("python", "d[\"ke|\n"),
+        ("javascript", "const s = `a ${b} |`;\n"),
+        ("lua", 'local s = "x|"\n'),
+    ],
+)
+def test_in_strings_completes_inside_a_string_but_not_a_comment(language_id: str, marked: str) -> None:
+    plan = plan_at(marked, language_id, in_strings=True)[2]
+    assert plan.complete and plan.reason == "ok"
+    comment = plan_at("x = 1  # a comm|\n", "python", in_strings=True)[2]
+    assert not comment.complete and comment.reason == "inside a comment"
+
+
 def test_explicit_request_completes_inside_a_comment() -> None:
     plan = plan_at("# TODO: |\n", explicit=True)[2]
     assert plan.complete and plan.reason == "explicit"
