@@ -62,7 +62,7 @@ def test_code_next_to_literals_completes(language_id: str, marked: str) -> None:
     ("language_id", "marked"),
     [
         ("python", "x = 'unterminated|\n"),
-        ("python", "d[\"ke|\n"),
+        ("python", 'd["ke|\n'),
         ("javascript", "const s = `a ${b} |`;\n"),
         ("lua", 'local s = "x|"\n'),
     ],
