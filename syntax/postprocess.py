@@ -104,7 +104,7 @@ def finish_completion(
     stopped = _drop_repeated_lines(stopped, text, line_end)
     if not stopped.strip():
         return None
-    candidates = _candidates(stopped, plan)
+    candidates = _candidates(stopped, plan, _closers_below(text, line_end, plan))
     snap = _snapshot_for(text, language_id, plan)
     if snap is None:  # plain text: the stop rules and the repeat check are all there is
         for cand in candidates:
@@ -119,7 +119,11 @@ def finish_completion(
     cursor_error = any(e.start_byte <= line_bytes[1] and e.end_byte >= line_bytes[0] for e in base)
     best: tuple[int, str, int] | None = None  # (errors, text, replace end)
     parses = 0
-    for cand in candidates:
+    # The completion with its own brackets closed goes first, but where it leaves errors the completion as written
+    # is parsed too: a line that opens a call whose arguments follow on the next lines (`raise Error(` over them)
+    # must stay open, or the closer below is left unmatched.
+    closed_first = len(candidates) > 1 and candidates[0].startswith(candidates[1]) and candidates[0] != candidates[1]
+    for n, cand in enumerate(candidates):
         cand, end = _fit_line_rest(cand, text, offset, line_end, plan)
         if _repeats_suffix(cand, text, offset, end):
             continue
@@ -133,7 +137,7 @@ def finish_completion(
             continue
         if best is None or len(errors) < best[0]:
             best = (len(errors), cand, end)
-        if not errors or not cursor_error:  # nothing shorter can do better
+        if not errors or (not cursor_error and not (closed_first and n == 0)):  # nothing shorter can do better
             break
     if best is None:
         return None
@@ -161,9 +165,25 @@ def _is_new(error: SyntaxError_, base: list[SyntaxError_], at: int, inserted: in
     return not any(e.start_byte <= end and start <= e.end_byte for e in base)
 
 
-def _candidates(completion: str, plan: CompletionPlan) -> list[str]:
-    """Cut points to try, longest first: the whole completion (and with its own open brackets closed), then the
-    ends of its lines, then the ends of statements, brackets and words on its last line."""
+def _closers_below(text: str, line_end: int, plan: CompletionPlan) -> str:
+    """The closers of the lines after the cursor's that close nothing opened there, in order (the first closes the
+    innermost bracket open at the end of the cursor's line), up to the first opener they leave unmatched."""
+    out: list[str] = []
+    depth = 0
+    for _, ch in scan_brackets(text[line_end : line_end + 4000], plan.language_id):
+        if ch in OPENERS:
+            depth += 1
+        elif depth:
+            depth -= 1
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _candidates(completion: str, plan: CompletionPlan, closers_below: str = "") -> list[str]:
+    """Cut points to try, longest first: the whole completion (and with its own open brackets closed, unless the
+    lines below close them: `raise Error(` over its arguments), then the ends of its lines, then the ends of
+    statements, brackets and words on its last line."""
     out = [completion]
     own: list[str] = []
     for _, ch in scan_brackets(completion, plan.language_id):
@@ -171,7 +191,11 @@ def _candidates(completion: str, plan: CompletionPlan) -> list[str]:
             own.append(ch)
         elif own and own[-1] == CLOSERS[ch]:
             own.pop()
-    if own and "\n" not in completion:
+    # what closes the completion's own brackets, then those open at the cursor that the line leaves open
+    needed = "".join(OPENERS[ch] for ch in reversed(own))
+    at_cursor = zip(plan.stop.open_brackets, plan.stop.closed_in_suffix, strict=True)
+    needed += "".join(OPENERS[ch] for ch, closed in reversed(list(at_cursor)) if not closed)
+    if own and "\n" not in completion and not closers_below.startswith(needed):
         out.insert(0, completion + "".join(OPENERS[ch] for ch in reversed(own)))
     newlines = [m.start() for m in re.finditer("\n", completion)]
     out += [completion[:i] for i in reversed(newlines)]
