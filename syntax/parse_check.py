@@ -31,9 +31,11 @@ REGION_MAX_BYTES = 16384  # a region bigger than this is narrowed to the block a
 class ParseCheck:
     """Errors of the document, and of the document with one span replaced, for one cursor."""
 
-    def __init__(self, snap: TreeSnapshot, cursor_byte: int, line_end_byte: int):
+    def __init__(self, snap: TreeSnapshot, cursor_byte: int, line_end_byte: int, *, whole: bool = False):
+        """`whole`: parse the whole document even for Python (an edit the region cannot judge)."""
         self.snap = snap
-        self.region = _python_region(snap, cursor_byte, line_end_byte) if snap.language_id == "python" else None
+        python = snap.language_id == "python" and not whole
+        self.region = _python_region(snap, cursor_byte, line_end_byte) if python else None
 
     @cached_property
     def base(self) -> list[SyntaxError_]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from waferline.syntax.brackets import CLOSERS, OPENERS, scan_brackets
+from waferline.syntax.brackets import CLOSERS, OPENERS, open_brackets, scan_brackets
 from waferline.syntax.parse_check import ParseCheck
 from waferline.syntax.plan import CompletionPlan, indentation, is_word_char, line_bounds
 from waferline.syntax.text import utf8_len
@@ -134,7 +134,16 @@ def finish_completion(
         removed = utf8_len(text[offset:end])
         errors = check.errors_with(cursor_byte, cursor_byte + removed, inserted)
         if any(_is_new(e, base, cursor_byte, len(inserted), removed) for e in errors):
-            continue
+            if not (check.region is not None and open_brackets(cand, plan.language_id)):
+                continue
+            # Python's check parses only the statements around the cursor: a bracket the completion leaves open
+            # for the lines below to close (`__all__ = [` over its entries) needs the whole document.
+            whole = ParseCheck(snap, cursor_byte, line_bytes[1], whole=True)
+            errors = whole.errors_with(cursor_byte, cursor_byte + removed, inserted)
+            if any(_is_new(e, whole.base, cursor_byte, len(inserted), removed) for e in errors):
+                continue
+            best = (0, cand, end)  # nothing new in the whole document
+            break
         if best is None or len(errors) < best[0]:
             best = (len(errors), cand, end)
         if not errors or (not cursor_error and not (closed_first and n == 0)):  # nothing shorter can do better
