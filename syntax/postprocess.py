@@ -10,6 +10,7 @@ to parse is not shown (None).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from waferline.syntax.brackets import CLOSERS, OPENERS, open_brackets, scan_brackets
@@ -18,6 +19,7 @@ from waferline.syntax.plan import CompletionPlan, indentation, is_word_char, lin
 from waferline.syntax.text import utf8_len
 from waferline.syntax.tree import SyntaxError_, SyntaxTree, TreeSnapshot
 
+CLOSERS_BELOW_CHARS = 2000  # how far below the cursor's line a closer of the completion's own brackets is looked for
 MAX_PARSES = 8  # candidate cuts checked by parsing, longest first (each is one incremental parse)
 
 
@@ -104,7 +106,7 @@ def finish_completion(
     stopped = _drop_repeated_lines(stopped, text, line_end)
     if not stopped.strip():
         return None
-    candidates = _candidates(stopped, plan, _closers_below(text, line_end, plan))
+    candidates = _candidates(stopped, plan, lambda: _closers_below(text, line_end, plan))
     snap = _snapshot_for(text, language_id, plan)
     if snap is None:  # plain text: the stop rules and the repeat check are all there is
         for cand in candidates:
@@ -179,7 +181,7 @@ def _closers_below(text: str, line_end: int, plan: CompletionPlan) -> str:
     innermost bracket open at the end of the cursor's line), up to the first opener they leave unmatched."""
     out: list[str] = []
     depth = 0
-    for _, ch in scan_brackets(text[line_end : line_end + 4000], plan.language_id):
+    for _, ch in scan_brackets(text[line_end : line_end + CLOSERS_BELOW_CHARS], plan.language_id):
         if ch in OPENERS:
             depth += 1
         elif depth:
@@ -189,7 +191,7 @@ def _closers_below(text: str, line_end: int, plan: CompletionPlan) -> str:
     return "".join(out)
 
 
-def _candidates(completion: str, plan: CompletionPlan, closers_below: str = "") -> list[str]:
+def _candidates(completion: str, plan: CompletionPlan, closers_below: Callable[[], str] = str) -> list[str]:
     """Cut points to try, longest first: the whole completion (and with its own open brackets closed, unless the
     lines below close them: `raise Error(` over its arguments), then the ends of its lines, then the ends of
     statements, brackets and words on its last line."""
@@ -204,7 +206,7 @@ def _candidates(completion: str, plan: CompletionPlan, closers_below: str = "") 
     needed = "".join(OPENERS[ch] for ch in reversed(own))
     at_cursor = zip(plan.stop.open_brackets, plan.stop.closed_in_suffix, strict=True)
     needed += "".join(OPENERS[ch] for ch, closed in reversed(list(at_cursor)) if not closed)
-    if own and "\n" not in completion and not closers_below.startswith(needed):
+    if own and "\n" not in completion and not closers_below().startswith(needed):
         out.insert(0, completion + "".join(OPENERS[ch] for ch in reversed(own)))
     newlines = [m.start() for m in re.finditer("\n", completion)]
     out += [completion[:i] for i in reversed(newlines)]
