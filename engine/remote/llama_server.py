@@ -113,6 +113,7 @@ class LlamaServer(HttpEngine):
         body: dict[str, Any] = {
             "n_predict": request.max_new_tokens, "stream": True, "cache_prompt": True,
             "id_slot": self.slot_for(request.session_id), "n_probs": 1, "stop": stop,
+            "timings_per_token": True,  # the cache figures on every event: most answers are cut before the last
         }  # fmt: skip
         if request.temperature <= 0:
             body.update(temperature=0, top_k=1, samplers=["top_k"])  # greedy, as the local engine decodes
@@ -131,7 +132,8 @@ def parse_event(event: dict[str, Any]) -> Piece:
             piece.logprobs.append(float(p["logprob"]))
     if event.get("stop"):
         piece.stop_reason = STOP_TYPES.get(str(event.get("stop_type")), "stop_token")
-        reported = event.get("timings")
+    reported = event.get("timings")  # on every event (`timings_per_token`), so an answer cut here still has them
+    if isinstance(reported, dict) or event.get("stop"):
         timings: dict[str, Any] = reported if isinstance(reported, dict) else {}
         cached, prompt_n = number(timings.get("cache_n")) or 0, number(timings.get("prompt_n")) or 0
         piece.cached_tokens, piece.prompt_tokens = cached, cached + prompt_n

@@ -53,11 +53,11 @@ async def test_typing_through_a_remote_engine(server_url: str, dialect: str) -> 
         assert dialect in s["engine"] and server_url in s["engine"], s["engine"]
         assert s["requests"] == 10 and s["errors"] == 0 and s["generations"] >= 1
         assert answered >= 1, f"the remote model showed nothing in ten keystrokes: {s}"
-        # The waferline template puts the prefix first (PSM): a keystroke extends the prefix, so the server keeps the
-        # prefix (less its last token, which the new character may re-tokenize) and computes the suffix and the middle
-        # again. Here the suffix is about as long as the prefix and the first keystroke finds nothing, so the reuse
-        # is bounded near a half (0.48 measured in CI); a server that kept nothing would give 0.
-        assert s["kv_reuse"] is not None and s["kv_reuse"] > 0.3, "a keystroke finds its prompt in the server's cache"
+        # The waferline template is suffix-prefix-middle: a keystroke appends to the prompt, so the server keeps all of
+        # it but the last token or two. llama-server reports its cache figures on every streamed event
+        # (`timings_per_token`): with them only on the last one, answers cut by the stop rule reported nothing and the
+        # cold first request weighed half (0.48 in CI; 0.87 now). An OpenAI-style server reports usage only at the end.
+        assert s["kv_reuse"] is not None and s["kv_reuse"] > 0.6, "a keystroke finds its prompt in the server's cache"
 
 
 async def test_an_engine_url_nobody_answers_without_fallback_is_reported_and_used_once_it_is_up(

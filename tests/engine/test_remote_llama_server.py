@@ -77,6 +77,8 @@ def test_streamed_answer_equals_the_servers_own_and_the_cache_is_reported(server
 def test_the_stop_rule_and_cancellation_close_the_stream(server: str) -> None:
     stopped = asyncio.run(complete(server, request(max_new_tokens=64, time_budget_s=None, should_stop=bool)))
     assert stopped.stop_reason == "stop_rule" and stopped.text  # the first piece made the rule true
+    # cut before the server's last event, the answer still has the cache figures (sent with every event)
+    assert stopped.prompt_tokens > 0 and stopped.prompt_tokens == stopped.reused_tokens + stopped.prefilled_tokens
     calls = iter(range(100))
     cancelled = asyncio.run(
         complete(server, request(max_new_tokens=200, time_budget_s=None), should_cancel=lambda: next(calls) >= 2)
