@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from waferline.server.options import ENGINE, GROUPS, SECTION, Options, OptionSpec
+from waferline.server.option_spec import ENGINE, GROUPS, SECTION, OptionSpec
+from waferline.server.options import Options
 
 
 @dataclass(frozen=True)

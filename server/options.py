@@ -1,6 +1,7 @@
 """The server's options: one keyword-only dataclass, read from `initializationOptions` and `didChangeConfiguration`.
 
-Each option is declared once, in `Options`: its type, default, description and constraints (`option(...)`). The
+Each option is declared once, in `Options`: its type, default, description and constraints (`option(...)`,
+server/option_spec.py). The
 parsing (server/option_parsing.py) is derived from that declaration, and so are the files that list the options (the
 JSON schema `options.schema.json`, the tables in docs/configuration.md, the VS Code extension's settings), which
 `python -m waferline.server.options_schema --write` (`make options`) regenerates. Names on the wire are camelCase
@@ -10,45 +11,15 @@ JSON schema `options.schema.json`, the tables in docs/configuration.md, the VS C
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from waferline.engine.factory import AUTO, WEIGHT_FORMATS, backend_names
+from waferline.server.option_spec import COMPLETION, ENGINE, GROUPS, REPOSITORY, SECTION, OptionSpec, option
+
+__all__ = ["COMPLETION", "ENGINE", "GROUPS", "REPOSITORY", "SECTION", "OptionSpec", "Options"]
 
 log = logging.getLogger(__name__)
-
-# The section name clients nest our settings under: {"waferline": {...}} in settings.json or init options.
-SECTION = "waferline"
-
-# The groups options are listed in, in this order: one table each in docs/configuration.md. The engine is built from
-# the ENGINE group's options: changing any of them rebuilds it (option_parsing.ENGINE_OPTIONS).
-COMPLETION, ENGINE, REPOSITORY = "completion", "engine", "repository"
-GROUPS = (COMPLETION, ENGINE, REPOSITORY)
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """What an option declares besides its type and default."""
-
-    doc: str  # one line of markdown: what the option does (the constraints are appended where it is shown)
-    group: str  # one of GROUPS
-    minimum: float | None = None  # numbers: the smallest and largest value accepted, both included
-    maximum: float | None = None
-    choices: tuple[str, ...] = ()  # strings: the values accepted, in the order they are listed
-    choice_docs: Mapping[str, str] = dataclasses.field(default_factory=dict)  # choice -> what it means
-    vscode: bool = True  # contributed as a VS Code setting (`waferline.<wire name>`)
-    machine: bool = False  # VS Code: a user or machine setting only, never read from a workspace's settings
-
-
-def option(default: T, group: str, doc: str, **constraints: Any) -> T:
-    """A field of `Options` with its declaration (`OptionSpec(doc, group, **constraints)`) as metadata."""
-    spec = OptionSpec(doc, group, **constraints)
-    return dataclasses.field(default=default, metadata={"option": spec})
 
 
 @dataclass(kw_only=True, frozen=True)

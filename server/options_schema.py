@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from waferline.server.option_parsing import Declared, listed_options, plain_number
-from waferline.server.options import GROUPS, SECTION
+from waferline.server.option_spec import GROUPS, SECTION
 
 # Where the generated files are, relative to the checkout's root.
 SCHEMA = "server/options.schema.json"
