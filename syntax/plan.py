@@ -19,7 +19,7 @@ from waferline.syntax.brackets import CLOSERS, OPENERS, open_brackets, state_at_
 from waferline.syntax.context import Snippet, select_context
 from waferline.syntax.languages import CONTEXT, load_query
 from waferline.syntax.text import utf8_len
-from waferline.syntax.tree import SyntaxTree, TreeSnapshot, collect_errors, first_child_after
+from waferline.syntax.tree import SyntaxError_, SyntaxTree, TreeSnapshot, collect_errors, first_child_after
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def _should_complete(
         if literal is None and root.has_error:  # an unterminated string parses as an ERROR: read the line instead
             line_byte = cursor_byte - utf8_len(before)
             errors = collect_errors(root, snap.source, 64)
-            if any(e.start_byte <= cursor_byte and e.end_byte >= line_byte for e in errors):
+            if _on_line(errors, line_byte, cursor_byte):
                 literal = state_at_end(before, language_id)
         if (literal == "comment" or (literal == "string" and not in_strings)) and not explicit:
             return False, f"inside a {literal}"
@@ -327,7 +327,7 @@ def _distrust_error_line(
     line_byte = cursor_byte - utf8_len(text[line_start:offset])
     errors = collect_errors(root, snap.source, 64)
     if not opened.endswith(on_line):
-        if not any(e.start_byte <= cursor_byte and e.end_byte >= line_byte for e in errors):
+        if not _on_line(errors, line_byte, cursor_byte):
             return opened, closed
         opened = open_brackets(text[max(line_start - 2000, 0) : offset], snap.language_id)
         if not opened.endswith(on_line):  # the window starts inside a string or a comment: trust the line only
@@ -336,9 +336,14 @@ def _distrust_error_line(
     outer = len(opened) - len(on_line)
 
     def kept(closer: int | None) -> bool:
-        return closer is not None and not any(e.start_byte <= closer and e.end_byte >= line_byte for e in errors)
+        return closer is not None and not _on_line(errors, line_byte, closer)
 
     return opened, closed[:outer] + tuple(kept(c) for c in closers[outer:])
+
+
+def _on_line(errors: list[SyntaxError_], line_byte: int, end_byte: int) -> bool:
+    """Whether a syntax error lies between the start of the cursor's line and `end_byte`."""
+    return any(e.start_byte <= end_byte and e.end_byte >= line_byte for e in errors)
 
 
 def _children_near(node: Node, b: int) -> list[Node]:

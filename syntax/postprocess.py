@@ -121,10 +121,7 @@ def finish_completion(
     cursor_error = any(e.start_byte <= line_bytes[1] and e.end_byte >= line_bytes[0] for e in base)
     best: tuple[int, str, int] | None = None  # (errors, text, replace end)
     parses = 0
-    # The completion with its own brackets closed goes first, but where it leaves errors the completion as written
-    # is parsed too: a line that opens a call whose arguments follow on the next lines (`raise Error(` over them)
-    # must stay open, or the closer below is left unmatched.
-    closed_first = len(candidates) > 1 and candidates[0].startswith(candidates[1]) and candidates[0] != candidates[1]
+    whole: ParseCheck | None = None  # the whole document's check, made when a region check cannot judge
     for n, cand in enumerate(candidates):
         cand, end = _fit_line_rest(cand, text, offset, line_end, plan)
         if _repeats_suffix(cand, text, offset, end):
@@ -140,7 +137,7 @@ def finish_completion(
                 continue
             # Python's check parses only the statements around the cursor: a bracket the completion leaves open
             # for the lines below to close (`__all__ = [` over its entries) needs the whole document.
-            whole = ParseCheck(snap, cursor_byte, line_bytes[1], whole=True)
+            whole = whole or ParseCheck(snap, cursor_byte, line_bytes[1], whole=True)
             errors = whole.errors_with(cursor_byte, cursor_byte + removed, inserted)
             if any(_is_new(e, whole.base, cursor_byte, len(inserted), removed) for e in errors):
                 continue
@@ -148,7 +145,10 @@ def finish_completion(
             break
         if best is None or len(errors) < best[0]:
             best = (len(errors), cand, end)
-        if not errors or (not cursor_error and not (closed_first and n == 0)):  # nothing shorter can do better
+        # The first candidate is taken at once only without errors: where it has some the next is parsed too and
+        # wins with fewer (the completion with its own brackets closed goes first, and a line that opens a call whose
+        # arguments follow on the next lines, `raise Error(` over them, must stay open).
+        if not errors or (not cursor_error and n > 0):  # nothing shorter can do better
             break
     if best is None:
         return None
@@ -177,8 +177,8 @@ def _is_new(error: SyntaxError_, base: list[SyntaxError_], at: int, inserted: in
 
 
 def _closers_below(text: str, line_end: int, plan: CompletionPlan) -> str:
-    """The closers of the lines after the cursor's that close nothing opened there, in order (the first closes the
-    innermost bracket open at the end of the cursor's line), up to the first opener they leave unmatched."""
+    """The closers in the lines after the cursor's (CLOSERS_BELOW_CHARS of them) that close nothing opened there, in
+    order: the first closes the innermost bracket open at the end of the cursor's line."""
     out: list[str] = []
     depth = 0
     for _, ch in scan_brackets(text[line_end : line_end + CLOSERS_BELOW_CHARS], plan.language_id):
@@ -196,12 +196,7 @@ def _candidates(completion: str, plan: CompletionPlan, closers_below: Callable[[
     lines below close them: `raise Error(` over its arguments), then the ends of its lines, then the ends of
     statements, brackets and words on its last line."""
     out = [completion]
-    own: list[str] = []
-    for _, ch in scan_brackets(completion, plan.language_id):
-        if ch in OPENERS:
-            own.append(ch)
-        elif own and own[-1] == CLOSERS[ch]:
-            own.pop()
+    own = open_brackets(completion, plan.language_id)
     # what closes the completion's own brackets, then those open at the cursor that the line leaves open
     needed = "".join(OPENERS[ch] for ch in reversed(own))
     at_cursor = zip(plan.stop.open_brackets, plan.stop.closed_in_suffix, strict=True)
