@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_CORPUS = Path("runs/eval-corpus")
-KINDS = ("line", "blank", "he-line", "he-multi")
+KINDS = ("line", "blank", "indent", "he-line", "he-multi")
 PARTS = ("kept-aside", "choose", "all")
 
 
@@ -103,7 +103,13 @@ def build_cases(args: argparse.Namespace) -> list[Any]:
 def cases_and_files(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]]:
     """The cases, and the files of the corpus they come from (what --workspace writes)."""
     from waferline.training.data import SourceFile
-    from waferline.training.editor_cases import blank_line_cases, code_line_cases, humaneval_cases, read_humaneval
+    from waferline.training.editor_cases import (
+        blank_line_cases,
+        code_line_cases,
+        humaneval_cases,
+        indent_line_cases,
+        read_humaneval,
+    )
 
     kinds = set(args.kinds.split(","))
     unknown = kinds - set(KINDS)
@@ -111,16 +117,18 @@ def cases_and_files(args: argparse.Namespace) -> tuple[list[Any], dict[str, str]
         raise ValueError(f"--kinds: unknown {', '.join(sorted(unknown))}; choose from {', '.join(KINDS)}")
     cases: list[Any] = []
     texts: dict[str, str] = {}
-    if kinds & {"line", "blank"}:
+    if kinds & {"line", "blank", "indent"}:
         texts = corpus_files(args)
         files = [SourceFile(path, text) for path, text in texts.items()]
         if "line" in kinds:
             cases += code_line_cases(files, args.cases, args.seed)
         if "blank" in kinds:
             cases += blank_line_cases(files, args.cases, args.seed)
+        if "indent" in kinds:
+            cases += indent_line_cases(files, args.cases, args.seed)
     if kinds & {"he-line", "he-multi"} and args.humaneval > 0:
         if getattr(args, "workspace", False):
-            raise ValueError("--workspace is for the third-party kinds (line, blank), not HumanEval's")
+            raise ValueError("--workspace is for the third-party kinds (line, blank, indent), not HumanEval's")
         problems = read_humaneval()[: args.humaneval]
         cases += [c for c in humaneval_cases(problems, args.seed) if c.kind in kinds]
     return cases, texts

@@ -105,7 +105,7 @@ def summarize(
     """kind -> system -> figures, for each model's answers (label -> answers) and the baselines, plus each model's
     `vs_copy_line` and, with two models, `second_minus_first` (paired differences over the same cases)."""
     figures: dict[str, Any] = {}
-    for kind in ("line", "blank", "he-line", "he-multi"):
+    for kind in ("line", "blank", "indent", "he-line", "he-multi"):
         idx = [i for i, c in enumerate(cases) if c.kind == kind]
         if not idx:
             continue

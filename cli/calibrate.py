@@ -23,7 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write", type=Path, help="fit on the records and write the calibration here")
     parser.add_argument("--curve", action="store_true", help="print shown rate and exact match per threshold")
     parser.add_argument("--plot", type=Path, help="draw the curve as a PNG")
-    parser.add_argument("--kinds", default="line", help="record kinds to use (default: line)")
+    parser.add_argument("--kinds", default="line", help="record kinds to fit on (default: line)")
+    parser.add_argument(
+        "--curve-kinds",
+        help="record kinds the curve and --choose read (default: --kinds): fit on line,indent, choose "
+        "the threshold on line",
+    )
     parser.add_argument(
         "--choose", action="store_true", help="name the threshold that keeps the most characters per request "
         "among those whose 95%% intervals' lower ends meet --min-right and --min-shown",
@@ -65,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
         confidences = [cal.confidence(r["features"]) if r.get("features") else None for r in records]
         if args.cross_validate:
             confidences = out_of_fold(records)
+        if args.curve_kinds:  # fitted on every kind of --kinds, read on these
+            on = set(args.curve_kinds.split(","))
+            picked = [i for i, r in enumerate(records) if r.get("kind") in on]
+            records, confidences = [records[i] for i in picked], [confidences[i] for i in picked]
         kept = [kept_words(first_line(r.get("suggestion") or "").rstrip(), str(r.get("expected", ""))) for r in records]
         thresholds = [i / 100 for i in range(0, 60, 1)] if args.choose else [i / 20 for i in range(20)]
         points = curve(confidences, [bool(r.get("right")) for r in records], thresholds, kept, intervals=args.choose)

@@ -67,8 +67,9 @@ def score_candidates(
 ) -> Iterator[Scored]:
     """Each candidate's token log-probabilities after `prompt`, and the log-probability of stopping after it
     (any of `stop_ids`), one candidate at a time as the caller asks (each costs a forward pass). With `healing`,
-    `prompt` is the healed prompt and a candidate is scored as the healed text plus the candidate, its first token
-    drawn from the healing's allowed ids, as generation draws it. After each, the session holds the prompt alone."""
+    `prompt` is the healed prompt and a candidate is scored as the healed text plus the candidate, the tokens that
+    spell the healed text drawn from the ids the healing allows, as generation draws them. After each, the session
+    holds the prompt alone."""
     prompt = list(prompt)
     if not prompt:
         return
@@ -86,8 +87,13 @@ def score_candidates(
         fast = session.model.verifies_in_one_call(len(run))
         logits = session.forward(run, last_only=False, like_steps=fast).float()  # (len(run), vocab)
         logits = logits[len(prompt) - cached - 1 :]  # row j predicts ids[j]; the last row, what follows them
-        if healing is not None:
-            logits[0] = healing.mask(logits[0])
+        left = healing.text if healing is not None else ""  # its tokens are drawn as generation draws them
+        for j, t in enumerate(ids):
+            if not left:
+                break
+            assert healing is not None
+            logits[j] = healing.mask(logits[j], left)
+            left = healing.left_after(left, t)
         lp = torch.log_softmax(logits, dim=-1)
         token_lps = [float(lp[j, t]) for j, t in enumerate(ids)]
         stop_lp = float(torch.logsumexp(lp[len(ids), stops], dim=0)) if len(stops) else 0.0

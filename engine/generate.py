@@ -164,9 +164,10 @@ def generate(
 ) -> GenerationResult:
     """Complete `prompt_ids` in `session`, reusing the cached prefix it shares with them.
 
-    With `healing` (waferline.engine.healing), `prompt_ids` is `healing.prompt`: the first token is drawn only from
-    `healing.allowed`, and the healed text it starts with is left out of the result's text and of the streamed
-    deltas (the tokens keep it); that first token does count against `max_new_tokens`.
+    With `healing` (waferline.engine.healing), `prompt_ids` is `healing.prompt`: the first tokens are drawn only from
+    those that spell the healed text again (`healing.allowed`, then `healing.mask` for the rest of it), and that text
+    is left out of the result's text and of the streamed deltas (the tokens keep it); those tokens do count against
+    `max_new_tokens`.
 
     Greedy when temperature is 0; otherwise sampled, reproducibly when `seed` is given. `time_budget_s` is wall
     clock from this call (by `clock`), checked after each new token: the prefill always completes, and the first
@@ -209,6 +210,7 @@ def generate(
             generator = torch.Generator(device=logits.device)
             generator.manual_seed(seed) if seed is not None else generator.seed()
         text = _TextTracker(tokenizer, prompt, stop_strings, skip=healing.text if healing is not None else "")
+        heal_left = healing.text if healing is not None else ""  # of the healed text, what is still to be written
         if healing is not None:
             logits = healing.mask(logits)
         row = scored(session.model, logits.unsqueeze(0).contiguous())[0]
@@ -221,6 +223,9 @@ def generate(
         stop_logprob = None
         spec = None if drafter is None else Verifier(session, drafter, greedy=temperature <= 0)
         while len(tokens) < max_new_tokens:  # here `row` predicts the next token
+            if heal_left and tokens:  # still spelling the healed text: only its tokens (the first row is masked)
+                assert healing is not None
+                row = scored(session.model, healing.mask(row.logits, heal_left).unsqueeze(0).contiguous())[0]
             draft = None if spec is None else spec.next_draft()
             if temperature <= 0:  # greedy: the argmax, drafted or not (`sample`, `sample_draft`)
                 token = row.top
@@ -235,6 +240,9 @@ def generate(
                 break
             tokens.append(token)
             logprobs.append(logprob)
+            if heal_left:
+                assert healing is not None
+                heal_left = healing.left_after(heal_left, token)
             delta, found = text.push(token)
             ends.append(len(text.full))
             if on_token is not None:
@@ -268,7 +276,9 @@ def generate(
         if spec is not None:
             spec.finish()
         if reason != "stop_string":
-            text.finish()
+            tail = text.finish()  # bytes that never completed a character: streamed too, so the deltas make the text
+            if tail and tokens and on_token is not None:
+                on_token(tokens[-1], tail)
     end, end_cpu = clock(), time.process_time()
     return GenerationResult(
         tokens=tokens,

@@ -327,9 +327,14 @@ class Verifier:
         return self._row(0)
 
     def _row(self, i: int) -> Scored:
-        """Row i of the last k-token step, with its stats."""
+        """Row i of the last k-token step, with its stats (made here for a row past the first draft the argmax
+        missed, where greedy stats stop: a token chosen under token healing's mask can still be that draft)."""
         assert self._rows is not None
         tops, maxes, lses = self._stats
+        if i >= len(tops):
+            one = self._rows[i : i + 1]
+            top, top_logit, lse = self.session.model.row_stats(one)
+            return Scored(one, 0, top[0], top_logit[0], lse[0])
         return Scored(self._rows, i, tops[i], maxes[i], lses[i])
 
     def finish(self) -> None:

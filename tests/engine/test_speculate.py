@@ -290,3 +290,24 @@ def test_shipped_model_copy_heavy_prompts_are_exact_and_drafted() -> None:
         assert spec.tokens == plain.tokens
         accepted += spec.accepted_tokens
     assert accepted > 0
+
+
+def test_a_draft_kept_past_the_first_greedy_miss_still_gets_its_row(model: Transformer) -> None:
+    """Greedy verification reads rows only up to the first draft the argmax misses; a token chosen under a mask
+    (token healing) can still keep that draft, and its row is then scored on demand instead of failing."""
+    from waferline.engine.generate import prefill
+    from waferline.engine.speculate import Verifier
+
+    prompt = [5, 9, 2, 33, 7]
+    policy = DraftPolicy()
+    policy.stats["caller"].accepted = 100  # the policy drafts all it can
+    session = Session(model, "m")
+    prefill(session, prompt)
+    v = Verifier(session, Drafter(prompt, policy, caller=[60, 61, 62, 63]), greedy=True)
+    assert not v.resolve(60)
+    first = v.step(60, room=3)
+    assert v.draft == [61, 62, 63] and first.top != 61  # the argmax misses the first draft: no stats after this row
+    assert v.resolve(61)
+    row = v.take()
+    assert row.top == int(row.logits.argmax()) and row.lse == pytest.approx(float(torch.logsumexp(row.logits, 0)))
+    assert session.length == len(prompt) + 1 + 3 and v.left == 2

@@ -11,6 +11,7 @@ from waferline.training.editor_cases import (
     blank_line_cases,
     code_line_cases,
     humaneval_cases,
+    indent_line_cases,
     kept_chars,
     kept_words,
     passes_tests,
@@ -49,6 +50,19 @@ def test_blank_cases_empty_a_whole_line(texts: list[str]) -> None:
         rebuilt = c.document[: c.offset] + c.expected + c.document[c.offset :]
         assert [x.rstrip() for x in rebuilt.split("\n")] == [x.rstrip() for x in original.split("\n")]
         assert c.expected.strip()
+
+
+def test_indent_cases_leave_the_indentation_and_the_cursor_after_it(texts: list[str]) -> None:
+    files = [SourceFile(f"f{i}.py", t) for i, t in enumerate(texts)]
+    cases = indent_line_cases(files, 10, seed=2)
+    assert cases and any(c.document[c.offset - 1 : c.offset] == " " for c in cases)  # indented lines among them
+    for c in cases:
+        line_start = c.document.rfind("\n", 0, c.offset) + 1
+        assert c.document[line_start : c.offset].strip() == "" and c.document[c.offset : c.offset + 1] in ("\n", "")
+        original = next(f.text for f in files if f.rel_path == c.path)
+        rebuilt = c.document[: c.offset] + c.expected + c.document[c.offset :]
+        assert [x.rstrip() for x in rebuilt.split("\n")] == [x.rstrip() for x in original.split("\n")]
+        assert c.expected == c.expected.strip() and c.expected
 
 
 def test_humaneval_masks_and_the_scorer(tmp_path: Path) -> None:
