@@ -40,8 +40,10 @@ class Healing:
     def mask(self, logits: Tensor, left: str | None = None) -> Tensor:
         """logits (..., vocab) with every id that cannot come next at -inf, while `left` (default: all of `text`) of
         the healed text is still to be written."""
-        first = left is None or left == self.text or self.healer is None
-        allowed = self.allowed if first else self.healer.allowed(left)  # type: ignore[union-attr]
+        if left is None or left == self.text or self.healer is None:
+            allowed: Tensor | list[int] = self.allowed
+        else:
+            allowed = self.healer.allowed(left)
         out = torch.full_like(logits, float("-inf"))
         out[..., allowed] = logits[..., allowed]
         return out
