@@ -6,7 +6,7 @@ Healing backs the prompt up by its last token and lets the model write the remov
 token is one whose text starts with the removed text (`.d` -> `.dirname`, `.d`, `.dump`, ...); the removed text,
 already in the document, is then taken off the front of the completion. Guidance and llama.cpp's server do the same.
 
-A removed run of whitespace may also be spelt in several tokens, a shorter run first (each next token held to the
+A removed run of spaces or tabs may also be spelt in several tokens, a shorter run first (each next token held to the
 rest of it). That matters after indentation, where a cursor waits on every new line an editor indents: the prompt
 `...:\n    ` ends in a four-space token, while in training `    if` was three spaces and ` if` (the pre-tokenizer
 gives a run's last space to the word after it); a model asked to go on after four spaces has only ever seen a line
@@ -86,15 +86,15 @@ class TokenHealer:
 
     def allowed(self, text: str) -> list[int]:
         """Ids of every ordinary token that can begin a spelling of `text`: its text starts with `text`, or, when
-        `text` is a run of whitespace, is a shorter run of it (then more tokens spell the rest). Only whitespace is
-        split: byte-level BPE's pre-tokenizers give a run's last space to the word after it (`    if` is `   `,
-        ` if`), while a word cut inside (` wh` as ` w`, `h...`) is spelt as training never spelt it."""
+        `text` is a run of spaces and tabs, is a shorter run of it (then more tokens spell the rest). Only such a run
+        is split: byte-level BPE's pre-tokenizers give its last space to the word after it (`    if` is `   `,
+        ` if`), while a word cut inside (` wh` as ` w`, `h...`) or a run of line ends (kept whole up to its last
+        line end) is spelt as training never spelt it."""
         lo = bisect.bisect_left(self._texts, text)
         hi = bisect.bisect_left(self._texts, text + "\U0010ffff", lo)  # every text that starts with `text` sorts before
-        starts = (
-            [i for n in range(1, len(text)) if (i := self._id_of.get(text[:n])) is not None] if text.isspace() else []
-        )
-        return starts + self._ids[lo:hi]
+        if not text or text.strip(" \t"):
+            return self._ids[lo:hi]
+        return [i for n in range(1, len(text)) if (i := self._id_of.get(text[:n])) is not None] + self._ids[lo:hi]
 
     def heal(self, prompt: Sequence[int], *, keep: int = 0) -> Healing | None:
         """Back `prompt` up by its last token, or None when there is nothing to heal: the last token is special

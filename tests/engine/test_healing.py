@@ -49,6 +49,8 @@ def test_a_run_of_whitespace_may_also_begin_with_a_shorter_run(healer: TokenHeal
     ]
     assert sorted(healer.allowed(run)) == sorted(spell)
     assert any(len(tk.decode([i])) < len(run) for i in healer.allowed(run))
+    assert all(tk.decode([i]).startswith("\n  ") for i in healer.allowed("\n  "))  # a line end is not split off
+    assert all(tk.decode([i]).startswith("\n\n") for i in healer.allowed("\n\n"))
 
 
 def test_indentation_is_respelt_as_training_spelt_it(shipped_tokenizer: Tokenizer) -> None:
