@@ -34,7 +34,7 @@ class Healing:
 
     prompt: list[int]
     text: str
-    allowed: Tensor  # int64 ids allowed first: their text starts with `text` or is a start of it (incl. the removed)
+    allowed: Tensor  # int64 ids allowed first (`TokenHealer.allowed`): the removed token, longer ones, shorter runs
     healer: TokenHealer | None = field(default=None, compare=False, repr=False)  # for the ids allowed after the first
 
     def mask(self, logits: Tensor, left: str | None = None) -> Tensor:
