@@ -104,8 +104,10 @@ def summarize(
 ) -> dict[str, Any]:
     """kind -> system -> figures, for each model's answers (label -> answers) and the baselines, plus each model's
     `vs_copy_line` and, with two models, `second_minus_first` (paired differences over the same cases)."""
+    from waferline.benchmarks.editor_eval import KINDS
+
     figures: dict[str, Any] = {}
-    for kind in ("line", "blank", "indent", "he-line", "he-multi"):
+    for kind in KINDS:
         idx = [i for i, c in enumerate(cases) if c.kind == kind]
         if not idx:
             continue
