@@ -37,36 +37,47 @@ BLOCK_FORMATS = {
     "F32": (0, 1, 4), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24),
     "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
     # 8 rows interleaved at load (x8_interleave), never in a file
-    "Q4_0_X8": (102, 32, 18), "Q4_1_X8": (103, 32, 20), "Q5_0_X8": (106, 32, 22),
+    "Q4_0_X8": (102, 32, 18), "Q4_1_X8": (103, 32, 20), "Q5_0_X8": (106, 32, 22), "Q8_0_X8": (108, 32, 34),
 }  # fmt: skip
-X8_BASE = {"Q4_0_X8": "Q4_0", "Q4_1_X8": "Q4_1", "Q5_0_X8": "Q5_0"}  # an interleaved format's own
-X8_HEAD = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6}  # bytes before a block's 16 bytes of 4-bit q: d (m, or the fifth bits)
+X8_BASE = {"Q4_0_X8": "Q4_0", "Q4_1_X8": "Q4_1", "Q5_0_X8": "Q5_0", "Q8_0_X8": "Q8_0"}  # an interleaved format's own
+# bytes before a block's q (16 bytes of 4-bit q, Q8_0's 32 signed bytes): d (m, or the fifth bits)
+X8_HEAD = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "Q8_0": 2}
+# which formats a build's 8-row products take (waferline_blocks_x8()'s bits, fused.h): the 4- and 5-bit ones wherever
+# there is AVX2, Q8_0 with AVX512-VNNI
+X8_KINDS = {1: ("Q4_0", "Q4_1", "Q5_0"), 2: ("Q8_0",)}
+
+
+def x8_kinds(bits: int) -> tuple[str, ...]:
+    """The formats placed 8 rows interleaved for a build whose waferline_blocks_x8() is `bits`."""
+    return tuple(kind for bit, kinds in X8_KINDS.items() if bits & bit for kind in kinds)
 
 
 def x8_interleave(rows: Tensor, kind: str) -> Tensor:
-    """(n, row bytes) uint8 rows of Q4_0, Q4_1 or Q5_0, n a multiple of 8 -> the same bytes as Q4_0_X8 / Q4_1_X8 /
-    Q5_0_X8 (n, row bytes): per group of 8 rows and per block, the 8 rows' d (Q4_1: then their m; Q5_0: then the low
-    16 bits of their fifth bits, then the high 16), then 4 chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of each
-    row.s 16 bytes of q (fused_blocks_x8.c multiplies them)."""
+    """(n, row bytes) uint8 rows of Q4_0, Q4_1, Q5_0 or Q8_0, n a multiple of 8 -> the same bytes as Q4_0_X8 /
+    Q4_1_X8 / Q5_0_X8 / Q8_0_X8 (n, row bytes): per group of 8 rows and per block, the 8 rows' d (Q4_1: then their
+    m; Q5_0: then the low 16 bits of their fifth bits, then the high 16), then chunks of 32 bytes (4, Q8_0 8), chunk
+    c holding bytes 4c..4c+3 of each row's q (fused_blocks_x8.c multiplies them)."""
     n, size = rows.shape
     head = X8_HEAD[kind]
-    bs = head + 16
+    bs = BLOCK_FORMATS[kind][2]
+    chunks = (bs - head) // 4
     b = rows.view(n // 8, 8, size // bs, bs).permute(0, 2, 1, 3)  # group, block, row, block bytes
     heads = b[..., :head].reshape(n // 8, size // bs, 8, head // 2, 2).permute(0, 1, 3, 2, 4)  # d's, then m's
-    q = b[..., head:].reshape(n // 8, size // bs, 8, 4, 4).permute(0, 1, 3, 2, 4)  # chunk c: each row's 4 bytes
-    out = torch.cat((heads.reshape(n // 8, size // bs, head * 8), q.reshape(n // 8, size // bs, 128)), dim=2)
+    q = b[..., head:].reshape(n // 8, size // bs, 8, chunks, 4).permute(0, 1, 3, 2, 4)  # chunk c: each row's 4 bytes
+    out = torch.cat((heads.reshape(n // 8, size // bs, head * 8), q.reshape(n // 8, size // bs, 32 * chunks)), dim=2)
     return out.reshape(n, size).contiguous()
 
 
 def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
-    """x8_interleave's inverse: Q4_0_X8 / Q4_1_X8 / Q5_0_X8 rows (n, row bytes) -> the file's rows."""
+    """x8_interleave's inverse: Q4_0_X8 / Q4_1_X8 / Q5_0_X8 / Q8_0_X8 rows (n, row bytes) -> the file's rows."""
     n, size = rows.shape
     head = X8_HEAD[X8_BASE[kind]]
-    bs = head + 16
+    bs = BLOCK_FORMATS[kind][2]
+    chunks = (bs - head) // 4
     g = rows.reshape(n // 8, size // bs, 8 * bs)
     heads = g[..., : 8 * head].reshape(n // 8, size // bs, head // 2, 8, 2).permute(0, 1, 3, 2, 4)
-    q = g[..., 8 * head :].reshape(n // 8, size // bs, 4, 8, 4).permute(0, 1, 3, 2, 4)
-    blocks = torch.cat((heads.reshape(n // 8, size // bs, 8, head), q.reshape(n // 8, size // bs, 8, 16)), dim=3)
+    q = g[..., 8 * head :].reshape(n // 8, size // bs, chunks, 8, 4).permute(0, 1, 3, 2, 4)
+    blocks = torch.cat((heads.reshape(n // 8, size // bs, 8, head), q.reshape(n // 8, size // bs, 8, bs - head)), dim=3)
     return blocks.permute(0, 2, 1, 3).reshape(n, size).contiguous()
 
 
@@ -109,16 +120,17 @@ class BlockWeight:
         """The same format with its rows replaced by `rows` (out', row bytes), e.g. reordered."""
         return BlockWeight(rows.contiguous().view(-1), (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
-    def interleaved(self) -> BlockWeight:
-        """The same weight with each Q4_0 / Q4_1 / Q5_0 segment's whole groups of 8 rows (where the segment starts at a
-        multiple of 8) as Q4_0_X8 / Q4_1_X8 / Q5_0_X8 (x8_interleave), the rest as it is: the same bytes, moved."""
+    def interleaved(self, kinds: Sequence[str] = ("Q4_0", "Q4_1", "Q5_0")) -> BlockWeight:
+        """The same weight with each segment of one of `kinds` (Q4_0, Q4_1, Q5_0, Q8_0) placed by whole groups of 8
+        rows (where the segment starts at a multiple of 8) as Q4_0_X8 / ... (x8_interleave), the rest as it is: the
+        same bytes, moved."""
         parts: list[Tensor] = []
         segments: list[tuple[str, int]] = []
         at = row = 0
         for kind, n in self.segments:
             size = self.row_bytes(kind)
             part = self.data[at : at + n * size].view(n, size)
-            whole = n // 8 * 8 if kind in X8_HEAD and row % 8 == 0 else 0
+            whole = n // 8 * 8 if kind in X8_HEAD and kind in kinds and row % 8 == 0 else 0
             if whole:
                 parts.append(x8_interleave(part[:whole], kind).view(-1))
                 segments.append((f"{kind}_X8", whole))
@@ -152,13 +164,16 @@ class BlockWeight:
             size = self.row_bytes(kind)
             part = self.data[at : at + n * size].view(n, size)
             at += n * size
-            if rows is not None:
+            if rows is not None and kind in X8_BASE:  # the groups of 8 that hold the rows, in the file's order
+                groups, lane = torch.unique(rows // 8, return_inverse=True)
+                grouped = part.view(n // 8, 8 * size)[groups].view(-1, size)
+                part, kind = x8_deinterleave(grouped, kind)[lane * 8 + rows % 8], X8_BASE[kind]
+            elif rows is not None:
                 part = part[rows]
             if kind == "F32":
                 out.append(part.contiguous().view(torch.float32).clone())
                 continue
             if kind in X8_BASE:  # whole groups of 8 (rows=None: the kind's one segment), put back in the file's order
-                assert rows is None, f"{kind} rows are read by groups of 8"
                 part, kind = x8_deinterleave(part, kind), X8_BASE[kind]
             array = quants.dequantize(part.numpy(), GGMLQuantizationType[kind])
             out.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)))

@@ -35,9 +35,11 @@ enum { WL_INT8_VNNI = 1, WL_INT8_AVX2 = 2 };
 int64_t waferline_int8_features(void);
 /* GGUF block formats (ggml's type numbers) a W_BLOCKS matrix's segments, or the embedding (EMB_BLOCKS + kind), hold */
 enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 = 8, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14 };
-/* Q4_0, Q4_1 and Q5_0 with 8 rows interleaved (fused_blocks.c says how): the file's bytes rearranged at load where
- * the product on them is built (waferline_blocks_x8()), never in a file */
-enum { BK_Q4_0_X8 = 102, BK_Q4_1_X8 = 103, BK_Q5_0_X8 = 106 };
+/* Q4_0, Q4_1, Q5_0 and Q8_0 with 8 rows interleaved (fused_blocks_x8.c says how): the file's bytes rearranged at
+ * load where the product on them is built (waferline_blocks_x8()), never in a file */
+enum { BK_Q4_0_X8 = 102, BK_Q4_1_X8 = 103, BK_Q5_0_X8 = 106, BK_Q8_0_X8 = 108 };
+/* waferline_blocks_x8()'s bits: the 4- and 5-bit X8 products (AVX2), Q8_0_X8's (AVX512-VNNI) */
+enum { WL_X8_FOUR_BIT = 1, WL_X8_Q8_0 = 2 };
 enum { EMB_BLOCKS = 16 };
 enum { WL_MAX_VECTORS = 16 }; /* vectors one wl_linear call takes (the step's tokens at once) */
 enum { WL_CHUNK_BYTES = 32768 }; /* weight bytes per chunk of a product handed to a thread (whole blocks of rows) */
@@ -91,6 +93,8 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out); /* 1: a 
  * Q8_1): q, and per block d and s = d sum q rounded to fp16 and sum q. */
 int64_t wl_block_row_bytes(int64_t kind, int64_t n_in); /* -1: a format the products do not read */
 void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n);
+/* row `index` (n values) of a table of block format `kind` (an X8 format included: the row read from its group) */
+void wl_block_table_row(float *out, const uint8_t *table, int64_t kind, int64_t n, int64_t index);
 void wl_quantize_q8(int8_t *q, float *d, float *s, int32_t *sum, const float *x, int64_t n);
 float wl_f16_to_f32(uint16_t h);
 float wl_round_f16(float f); /* f rounded to the nearest fp16 value (ties to even), as float32 */
@@ -106,7 +110,7 @@ static inline float wl_f16_at(const uint8_t *p) {
 static inline int wl_is_kquant(int64_t kind) { return kind == BK_Q4_K || kind == BK_Q5_K || kind == BK_Q6_K; }
 static inline int wl_with_min(int64_t kind) { return kind == BK_Q4_1 || kind == BK_Q5_1; }
 static inline int wl_is_x8(int64_t kind) {
-    return kind == BK_Q4_0_X8 || kind == BK_Q4_1_X8 || kind == BK_Q5_0_X8;
+    return kind == BK_Q4_0_X8 || kind == BK_Q4_1_X8 || kind == BK_Q5_0_X8 || kind == BK_Q8_0_X8;
 }
 
 /* -- fused_kquants.c ------------------------------------------------------------------------------------------------
@@ -139,7 +143,7 @@ typedef struct {
  * refused) */
 void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                 const float *bias);
-int64_t waferline_blocks_x8(void); /* whether this build multiplies the X8 layouts (the loader asks it) */
+int64_t waferline_blocks_x8(void); /* which X8 layouts this build multiplies (WL_X8_* bits; the loader asks it) */
 
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */
 void wl_attend_group(float *out, int64_t os, const float *q, int64_t qs, int64_t n, const void *kv, int64_t fmt,

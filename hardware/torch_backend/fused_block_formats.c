@@ -61,7 +61,8 @@ int64_t wl_block_row_bytes(int64_t kind, int64_t n_in) {
     case BK_Q5_0:
     case BK_Q5_0_X8: return n_in / 32 * 22;
     case BK_Q5_1: return n_in / 32 * 24;
-    case BK_Q8_0: return n_in / 32 * 34;
+    case BK_Q8_0:
+    case BK_Q8_0_X8: return n_in / 32 * 34;
     case BK_Q4_K:
     case BK_Q5_K:
     case BK_Q6_K: return n_in % 256 ? -1 : n_in / 256 * wl_kquant_block_bytes(kind);
@@ -99,6 +100,26 @@ void wl_block_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64
             o[j] = wl_with_min(kind) ? d * (float)lo + m : d * (float)(lo - zero);
             o[j + 16] = wl_with_min(kind) ? d * (float)hi + m : d * (float)(hi - zero);
         }
+    }
+}
+
+void wl_block_table_row(float *out, const uint8_t *table, int64_t kind, int64_t n, int64_t index) {
+    const int64_t bytes = wl_block_row_bytes(kind, n);
+    if (!wl_is_x8(kind)) {
+        wl_block_dequantize_row(out, table + index * bytes, kind, n);
+        return;
+    }
+    /* per block of the group: the 8 rows' heads (each 2-byte field of row r at 16 f + 2 r), then chunks of 32 bytes
+     * (row r's q bytes 4 c .. 4 c + 3 at 32 c + 4 r); the row's own block put back together, then read */
+    const int64_t base = kind - 100, bs = wl_block_row_bytes(base, 32), head = base == BK_Q4_1 ? 4 : base == BK_Q5_0 ? 6 : 2;
+    const uint8_t *group = table + index / 8 * 8 * bytes;
+    const int64_t r = index % 8;
+    uint8_t blk[34];
+    for (int64_t b = 0; b < n / 32; b++) {
+        const uint8_t *g = group + 8 * bs * b;
+        for (int64_t f = 0; f < head / 2; f++) memcpy(blk + 2 * f, g + 16 * f + 2 * r, 2);
+        for (int64_t c = 0; c < (bs - head) / 4; c++) memcpy(blk + head + 4 * c, g + 8 * head + 32 * c + 4 * r, 4);
+        wl_block_dequantize_row(out + 32 * b, blk, base, 32);
     }
 }
 

@@ -374,7 +374,8 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
         const int64_t kind = table[1 + 2 * i], n = table[2 + 2 * i];
         if (n < 0 || (kind != BK_F32 && n_in % 32 != 0)) return 0;
         if (wl_block_row_bytes(kind, n_in) < 0) return 0;
-        if (wl_is_x8(kind) && (!waferline_blocks_x8() || rows % 8 != 0 || n % 8 != 0)) return 0; /* whole groups */
+        const int64_t x8 = kind == BK_Q8_0_X8 ? WL_X8_Q8_0 : WL_X8_FOUR_BIT;
+        if (wl_is_x8(kind) && (!(waferline_blocks_x8() & x8) || rows % 8 != 0 || n % 8 != 0)) return 0; /* groups */
         rows += n;
     }
     return rows == n_out;
@@ -445,7 +446,7 @@ int waferline_blocks_rows(float *out, const void *w, int64_t kind, int64_t n_in,
     if (bytes < 0 || (kind != BK_F32 && n_in % 32 != 0)) return 1;
     for (int64_t i = 0; i < n; i++)
         if (rows[i] < 0 || rows[i] >= n_rows) return 1;
-    for (int64_t i = 0; i < n; i++)
-        wl_block_dequantize_row(out + i * n_in, (const uint8_t *)w + rows[i] * bytes, kind, n_in);
+    if (wl_is_x8(kind) && n_rows % 8 != 0) return 1;
+    for (int64_t i = 0; i < n; i++) wl_block_table_row(out + i * n_in, (const uint8_t *)w, kind, n_in, rows[i]);
     return 0;
 }

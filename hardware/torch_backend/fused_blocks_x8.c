@@ -1,7 +1,8 @@
-/* The fused step's products on GGUF Q4_0, Q4_1 and Q5_0 rows placed 8 at a time interleaved (BlockWeight.interleaved,
- * hardware/device.py): the layout for CPUs with AVX2 but not AVX-512, where a row at a time leaves the product bound
- * by its arithmetic rather than by memory. fused_blocks.c hands each group of 8 rows here (wl_x8_dots); the input
- * vectors are quantised there (wl_quantize_q8). */
+/* The fused step's products on GGUF Q4_0, Q4_1, Q5_0 and Q8_0 rows placed 8 at a time interleaved
+ * (BlockWeight.interleaved, hardware/device.py), where a row at a time leaves the product bound by its arithmetic
+ * rather than by memory: the 4- and 5-bit layouts wherever there is AVX2 (AVX2's multiply-add pairs, or with
+ * AVX512-VNNI two chunks a multiply-add), Q8_0's with AVX512-VNNI. fused_blocks.c hands each group of 8 rows here
+ * (wl_x8_dots); the input vectors are quantised there (wl_quantize_q8). */
 #include <stdint.h>
 #include <string.h>
 
@@ -10,10 +11,10 @@
 #include <immintrin.h>
 #endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
-#define BLOCKS_512 1 /* as fused_blocks.c: with AVX-512 the four-block groups of one row are the faster product */
+#define BLOCKS_512 1 /* as fused_blocks.c: with AVX512-VNNI a block's two chunk pairs take one multiply-add each */
 #endif
 
-#if defined(__AVX2__) && defined(__F16C__) && !defined(BLOCKS_512)
+#if defined(__AVX2__) && defined(__F16C__)
 #define BLOCKS_X8 1
 /* Bytes ahead the first tile of a group asks the memory for, three lines a block: the hardware's prefetch alone left
  * a one-token step's products waiting on DRAM (~11 GB/s of ~16). A SmolLM2 Q4_0 one-token step, 4 alternated runs of
@@ -35,7 +36,13 @@
  * Q5_0's four at a time (8 products of 31 by 127: 31,496), then widened to int32, exactly; Q4_0's 8 sum x (Q5_0's 16) taken out; then d_w
  * (8 lanes) d_x times it into 8 row lanes, block after block; Q4_1's m_w s_x per block after all the dots, in block
  * order. Every vector's sums are made in the same order however many vectors a call takes, so n vectors give what one
- * at a time gives, bit for bit. */
+ * at a time gives, bit for bit.
+ * With AVX512-VNNI a block's chunks go two to a register (lanes 0..7 chunk c, 8..15 chunk c + 1), each register's
+ * inputs picked from the block's 8 groups of 4 by one permutation, and its multiply-adds summed in int32 (exact), the
+ * register's two halves added at the end: the same integers as AVX2's, so the same outputs bit for bit.
+ * Q8_0_X8 (AVX512-VNNI only): 8 rows of Q8_0 interleaved, per block of 32 inputs 272 bytes: the 8 rows' d, then 8
+ * chunks of 32 bytes, chunk c holding bytes 4 c .. 4 c + 3 of each row's 32 signed q. The multiply-add takes unsigned
+ * weights, so they go in as q + 128 (a sign flip) and 128 sum x comes back out, exactly. */
 static inline __m256i x8_fifth(__m256i half, int c) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4,
                                             8, 8, 8, 8, 12, 12, 12, 12);
@@ -87,28 +94,83 @@ static inline __attribute__((always_inline)) __m256i x8_idot(const __m256i w[8],
     return _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
 }
 
+#ifdef BLOCKS_512
+/* With AVX512-VNNI, one block of a group as 4 registers, chunks 0 and 1 in one and chunks 2 and 3 in the other: w[0]
+ * their low nibbles (lanes 0..7: row r's weights 0..3, lanes 8..15: 4..7), w[1] their high ones (16..19, 20..23),
+ * w[2] and w[3] those of chunks 2 and 3 (8..11, 12..15; 24..27, 28..31). */
+static inline __attribute__((always_inline)) __m256 x8_unpack512(int64_t kind, const uint8_t *blk, __m512i w[4]) {
+    if (kind == BK_Q8_0_X8) { /* chunks 2 h and 2 h + 1 in w[h], as unsigned bytes w + 128 (a sign flip) */
+        for (int h = 0; h < 4; h++)
+            w[h] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(blk + 16 + 64 * h)), _mm512_set1_epi8((char)0x80));
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+    }
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    const int64_t head = kind == BK_Q4_0_X8 ? 16 : kind == BK_Q4_1_X8 ? 32 : 48;
+    for (int h = 0; h < 2; h++) {
+        const __m512i raw = _mm512_loadu_si512((const void *)(blk + head + 64 * h));
+        w[2 * h] = _mm512_and_si512(raw, low);
+        w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+    }
+    if (kind == BK_Q5_0_X8) {
+        const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)));
+        const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32)));
+        for (int h = 0; h < 2; h++) {
+            const __m512i f_lo = _mm512_inserti64x4(_mm512_castsi256_si512(x8_fifth(lo, 2 * h)), x8_fifth(lo, 2 * h + 1), 1);
+            const __m512i f_hi = _mm512_inserti64x4(_mm512_castsi256_si512(x8_fifth(hi, 2 * h)), x8_fifth(hi, 2 * h + 1), 1);
+            w[2 * h] = _mm512_or_si512(w[2 * h], f_lo);
+            w[2 * h + 1] = _mm512_or_si512(w[2 * h + 1], f_hi);
+        }
+    }
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+}
+
+/* The 8 rows' integer dots with one vector's block of 32 q (x): each register of weights meets its inputs' two
+ * groups of 4 spread over its halves (x's 4-byte groups picked by a permutation), exact int32 sums of the two halves */
+static inline __attribute__((always_inline)) __m256i x8_idot512(int64_t kind, const __m512i w[4], const int8_t *x) {
+    const __m512i xb = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)x));
+    const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i i45 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5);
+    const __m512i i23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m512i i67 = _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7);
+    const int q8 = kind == BK_Q8_0_X8; /* w[h] holds inputs 8 h .. 8 h + 7 (4-bit: w[1] the high nibbles, 16 ..) */
+    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_permutexvar_epi32(i01, xb));
+    s = _mm512_dpbusd_epi32(s, w[1], _mm512_permutexvar_epi32(q8 ? i23 : i45, xb));
+    s = _mm512_dpbusd_epi32(s, w[2], _mm512_permutexvar_epi32(q8 ? i45 : i23, xb));
+    s = _mm512_dpbusd_epi32(s, w[3], _mm512_permutexvar_epi32(i67, xb));
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+#endif
+
 /* Vectors t0 .. t0 + V - 1 (V <= 4) against one group: each block's weights unpacked once for all V. Inlined with V
  * a constant 4 for whole tiles, so that the loop over the vectors unrolls. */
 static inline __attribute__((always_inline)) void x8_tile(int64_t kind, const uint8_t *restrict g,
                                                           const wl_q8_vec *v, int64_t t0, const int64_t V, int64_t nb,
                                                           float *y, int64_t ys, const float *b8) {
-    const int64_t bb = kind == BK_Q4_0_X8 ? 144 : kind == BK_Q4_1_X8 ? 160 : 176;
-    const int32_t zero = kind == BK_Q4_0_X8 ? 8 : kind == BK_Q5_0_X8 ? 16 : 0; /* q's offset: sum x times it */
+    const int64_t bb = kind == BK_Q4_0_X8 ? 144 : kind == BK_Q4_1_X8 ? 160 : kind == BK_Q5_0_X8 ? 176 : 272;
+    /* q's offset: sum x times it (Q8_0's is the sign flip's 128) */
+    const int32_t zero = kind == BK_Q4_0_X8 ? 8 : kind == BK_Q5_0_X8 ? 16 : kind == BK_Q8_0_X8 ? 128 : 0;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
-        __m256i w[8];
 #if X8_PREFETCH
         if (t0 == 0) { /* the first tile reads the group from memory: ask for what comes X8_PREFETCH bytes on */
             const char *ahead = (const char *)g + bb * b + X8_PREFETCH;
-            _mm_prefetch(ahead, _MM_HINT_T0);
-            _mm_prefetch(ahead + 64, _MM_HINT_T0);
-            _mm_prefetch(ahead + 128, _MM_HINT_T0);
+            for (int64_t line = 0; line < bb; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
         }
 #endif
+#ifdef BLOCKS_512
+        __m512i w[4];
+        const __m256 dw = x8_unpack512(kind, g + bb * b, w);
+#else
+        __m256i w[8];
         const __m256 dw = x8_unpack(kind, g + bb * b, w);
+#endif
         for (int64_t t = 0; t < V; t++) {
             const wl_q8_vec *vt = v + t0 + t;
+#ifdef BLOCKS_512
+            __m256i dot = x8_idot512(kind, w, vt->q + 32 * b);
+#else
             __m256i dot = x8_idot(w, vt->q + 32 * b, kind == BK_Q5_0_X8);
+#endif
             if (zero) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(zero * vt->sum[b]));
             const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(vt->d + b));
             acc[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[t]);
@@ -145,6 +207,12 @@ static void x8_q5_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb,
                     const float *b8) {
     x8_group(BK_Q5_0_X8, g, v, n, nb, y, ys, b8);
 }
+#ifdef BLOCKS_512
+static void x8_q8_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
+                    const float *b8) {
+    x8_group(BK_Q8_0_X8, g, v, n, nb, y, ys, b8);
+}
+#endif
 #endif
 
 void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
@@ -154,6 +222,10 @@ void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t 
         x8_q4_0(group, v, n, nb, y, ys, bias);
     else if (kind == BK_Q4_1_X8)
         x8_q4_1(group, v, n, nb, y, ys, bias);
+#ifdef BLOCKS_512
+    else if (kind == BK_Q8_0_X8)
+        x8_q8_0(group, v, n, nb, y, ys, bias);
+#endif
     else
         x8_q5_0(group, v, n, nb, y, ys, bias);
 #else
@@ -161,11 +233,13 @@ void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t 
 #endif
 }
 
-/* For the loader: whether this build multiplies Q4_0_X8 / Q4_1_X8 / Q5_0_X8 rows (AVX2 without AVX-512: with AVX-512 the
- * four-block groups of one row are the faster product) */
+/* For the loader: which X8 layouts this build multiplies (fused.h's WL_X8_* bits): Q4_0_X8 / Q4_1_X8 / Q5_0_X8 with
+ * AVX2, Q8_0_X8 with AVX512-VNNI too */
 int64_t waferline_blocks_x8(void) {
-#ifdef BLOCKS_X8
-    return 1;
+#ifdef BLOCKS_512
+    return WL_X8_FOUR_BIT | WL_X8_Q8_0;
+#elif defined(BLOCKS_X8)
+    return WL_X8_FOUR_BIT;
 #else
     return 0;
 #endif

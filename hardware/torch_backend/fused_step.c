@@ -164,8 +164,7 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
     for (int64_t t = 0; t < n; t++) {
         if (embfmt >= EMB_BLOCKS) {
             const int64_t kind = embfmt - EMB_BLOCKS;
-            const uint8_t *e = (const uint8_t *)ptrs[P_EMBED] + tokens[t] * wl_block_row_bytes(kind, dim);
-            wl_block_dequantize_row(x + t * dim, e, kind, dim);
+            wl_block_table_row(x + t * dim, (const uint8_t *)ptrs[P_EMBED], kind, dim, tokens[t]);
         } else if (embfmt == KV_BF16) {
             const uint16_t *e = (const uint16_t *)ptrs[P_EMBED] + tokens[t] * dim;
             for (int64_t i = 0; i < dim; i++) x[t * dim + i] = bf16_to_f32(e[i]);

@@ -20,7 +20,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from waferline.hardware.device import BlockWeight, DecoderPlan, FusedStep, KVRef, Placement, Weight, WeightRef
+from waferline.hardware.device import (
+    BlockWeight,
+    DecoderPlan,
+    FusedStep,
+    KVRef,
+    Placement,
+    Weight,
+    WeightRef,
+    x8_kinds,
+)
 from waferline.hardware.torch_backend import fused, fused_library, kernels
 from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 
@@ -69,7 +78,8 @@ class TorchDevice:
         self._rope: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}  # (id(cos), id(sin)) -> (P, 1, D) tables
         self._counts: dict[str, float] = {"weight_bytes": 0.0}
         self._blocks: bool | None = None  # keeps_blocks(), decided once
-        self._x8: bool | None = None  # _interleaves(), decided once
+        self._x8: tuple[str, ...] | None = None  # _interleaves(), decided once
+        self._table: tuple[BlockWeight, BlockWeight] | None = None  # an embedding as the file holds it, as placed
 
     # -- placement ---------------------------------------------------------------------------------------------------
     def keeps_blocks(self) -> bool:
@@ -84,22 +94,36 @@ class TorchDevice:
             )
         return self._blocks
 
-    def _interleaves(self) -> bool:
-        """Whether Q4_0 / Q4_1 matrices are placed 8 rows interleaved (the fused step's faster product on AVX2
-        without AVX-512; BlockWeight.interleaved), unless WAFERLINE_GGUF_X8=0; decided once, as keeps_blocks."""
+    def _interleaves(self) -> tuple[str, ...]:
+        """The block formats whose matrices are placed 8 rows interleaved (the fused step's faster products:
+        Q4_0 / Q4_1 / Q5_0 with AVX2, Q8_0 with AVX512-VNNI; BlockWeight.interleaved), none where
+        WAFERLINE_GGUF_X8=0; decided once, as keeps_blocks."""
         if self._x8 is None:
             lib = fused_library.library()
             off = os.environ.get("WAFERLINE_GGUF_X8", "1").strip().lower() in ("0", "false", "no", "off")
-            self._x8 = lib is not None and not off and bool(lib.waferline_blocks_x8())
+            self._x8 = () if lib is None or off else x8_kinds(int(lib.waferline_blocks_x8()))
         return self._x8
+
+    def _placed_blocks(self, weight: BlockWeight, role: str) -> BlockWeight:
+        """A block weight as the fused step reads it. Matrices of the formats _interleaves() names are interleaved.
+        An embedding of such a format is too where its rows are whole groups of 8 (the step and `embed` read a row
+        from its group), so that a tied head placed next from the same weight shares its bytes: one copy."""
+        kinds = self._interleaves()
+        if role == "embedding":
+            if len(weight.segments) == 1 and weight.kind in kinds and weight.shape[0] % 8 == 0:
+                self._table = (weight, weight.interleaved(kinds))
+                return self._table[1]
+            return weight
+        if self._table is not None and self._table[0] is weight:  # a tied head: the table's bytes
+            return self._table[1]
+        return weight.interleaved(kinds) if kinds else weight
 
     def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
         if isinstance(weight, BlockWeight):
             if role in ("linear", "embedding") and self.keeps_blocks():
                 self._counts["weight_bytes"] += 0 if role == "linear" and name == "lm_head" else weight.nbytes
-                if role == "linear" and name != "lm_head" and self._interleaves():  # a tied head's are the table's
-                    weight = weight.interleaved()
-                return WeightRef(name=name, shape=weight.shape, dtype=self.dtype, payload=weight)
+                placed = self._placed_blocks(weight, role)
+                return WeightRef(name=name, shape=weight.shape, dtype=self.dtype, payload=placed)
             weight = weight.dequantize()
         w = weight.detach().to(device=self.torch_device)
         payload: Tensor | Int8Linear | PackedLinear

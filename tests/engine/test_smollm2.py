@@ -197,6 +197,9 @@ def test_the_q4_1_file_runs_from_its_blocks_and_decodes_as_llama_server_does_for
 
     assert all(isinstance(layer.gate_up.payload, BlockWeight) for layer in native.model.layers)
     assert isinstance(native.model.embedding.payload, BlockWeight)  # Q8_0, also the tied head
+    # one copy: the tied head is the table's bytes (as Q8_0_X8 where the build multiplies those, the table then read
+    # a row at a time from its groups)
+    assert native.model.lm_head.payload.data.data_ptr() == native.model.embedding.payload.data.data_ptr()
     assert native.model.device.placement().weight_bytes <= 1.05 * q4_1.stat().st_size  # + rope tables, norms
     with llama_server(q4_1) as url:
         for prompt in PROMPTS:
@@ -212,7 +215,7 @@ def test_a_q4_0_file_made_by_llama_quantize_runs_from_its_blocks_as_llama_server
     native = load_model(q4_0)
     kinds = {kind for layer in native.model.layers for kind, _ in layer.gate_up.payload.segments}
     assert all(isinstance(layer.gate_up.payload, BlockWeight) for layer in native.model.layers)
-    assert kinds & {"Q4_0", "Q4_0_X8"}  # Q4_0_X8: placed 8 rows interleaved (AVX2 without AVX-512)
+    assert kinds & {"Q4_0", "Q4_0_X8"}  # Q4_0_X8: placed 8 rows interleaved (wherever there is AVX2)
     assert native.model.device.placement().weight_bytes <= 1.05 * q4_0.stat().st_size
     with llama_server(q4_0) as url:
         for prompt in PROMPTS:

@@ -20,7 +20,7 @@ from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
 from waferline.engine.generate import generate
 from waferline.engine.gguf.write import export_gguf
 from waferline.engine.kvcache import Session
-from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, x8_deinterleave
+from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, x8_deinterleave, x8_kinds
 from waferline.hardware.torch_backend import fused, fused_library
 
 KINDS = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
@@ -186,35 +186,54 @@ def test_a_table_the_product_cannot_read_is_refused() -> None:
         fused.blocks_linear(torch.ones(1, 64), bad)
 
 
-@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0"])
+X8_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q8_0"]
+
+
+@pytest.mark.parametrize("kind", X8_TYPES)
 def test_eight_rows_interleaved_are_the_same_bytes_and_the_same_weights(kind: str) -> None:
     g = np.random.default_rng(13)
     w = blocks(kind, g.standard_normal((37, 96)))
-    x8 = w.interleaved()
+    x8 = w.interleaved(X8_TYPES)
     assert x8.segments == ((f"{kind}_X8", 32), (kind, 5))  # whole groups of 8; the last 5 rows as they are
     assert x8.nbytes == w.nbytes and not torch.equal(x8.data, w.data)
     assert torch.equal(torch.sort(x8.data).values, torch.sort(w.data).values)  # moved, not changed
     assert torch.equal(x8_deinterleave(x8.data[: 32 * w.row_bytes(kind)].view(32, -1), f"{kind}_X8"), w.rows()[:32])
     assert torch.equal(x8.dequantize(), w.dequantize())
     # a segment that starts off a multiple of 8 stays as it is (a group never straddles a chunk of rows)
-    mixed = BlockWeight.cat([blocks("Q8_0", g.standard_normal((3, 96))), w]).interleaved()
-    assert mixed.segments == (("Q8_0", 3), (kind, 37))
+    other = "Q8_0" if kind != "Q8_0" else "Q4_0"
+    mixed = BlockWeight.cat([blocks(other, g.standard_normal((3, 96))), w]).interleaved(X8_TYPES)
+    assert mixed.segments == ((other, 3), (kind, 37))
+    assert w.interleaved([k for k in X8_TYPES if k != kind]).segments == w.segments  # only the kinds asked for
 
 
-@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0"])
+@pytest.mark.parametrize("kind", X8_TYPES)
+def test_an_interleaved_tables_rows_are_its_rows(kind: str) -> None:
+    """An embedding placed 8 rows interleaved (the tied head's bytes) is read a row at a time from its group: by the
+    fused step (wl_block_table_row) and by `dequantize(rows)`, as the file's rows."""
+    g = np.random.default_rng(29)
+    w = blocks(kind, g.standard_normal((48, 96)))
+    x8 = w.interleaved(X8_TYPES)
+    assert x8.segments == ((f"{kind}_X8", 48),)
+    rows = torch.tensor([0, 47, 9, 8, 15, 9, 30])
+    expected = w.dequantize(rows)
+    assert torch.equal(x8.dequantize(rows), expected)
+    assert torch.equal(fused.blocks_rows(x8, rows), expected)
+
+
+@pytest.mark.parametrize("kind", X8_TYPES)
 def test_the_interleaved_product_is_the_rows_product(kind: str) -> None:
-    """Where this build has it (AVX2 without AVX-512): the same integer dots, summed per row lane in another float
-    order; n vectors equal one at a time, 2 threads equal 1, bit for bit."""
+    """Where this build has it (4-bit ones with AVX2, Q8_0 with AVX512-VNNI): the same integer dots, summed per row
+    lane in another float order; n vectors equal one at a time, 2 threads equal 1, bit for bit."""
     lib = fused_library.library()
     assert lib is not None
     g = np.random.default_rng(17)
     w = blocks(kind, g.standard_normal((300, 576)))
-    x8 = w.interleaved()
+    x8 = w.interleaved(X8_TYPES)
     x = torch.from_numpy(g.standard_normal((16, 576)).astype(np.float32))
-    if not lib.waferline_blocks_x8():
+    if kind not in x8_kinds(int(lib.waferline_blocks_x8())):
         with pytest.raises(ValueError, match="refused"):  # a build without the product refuses the layout
             fused.blocks_linear(x, x8)
-        pytest.skip("this build multiplies 8-row groups only on AVX2 without AVX-512")
+        pytest.skip(f"this build multiplies no 8-row groups of {kind}")
     rows, grouped = fused.blocks_linear(x, w), fused.blocks_linear(x, x8, threads=2)
     assert (grouped - rows).abs().max() <= 1e-5 * rows.abs().max()
     assert torch.equal(grouped, torch.cat([fused.blocks_linear(x[i : i + 1], x8, threads=1) for i in range(16)]))
