@@ -134,6 +134,7 @@ typedef struct {
     const int8_t *p; /* q reordered for 4-bit weights, 4 blocks (128 inputs) at a time: the 4 blocks' first 16
                       * inputs side by side, then their last 16 (where the low and then the high nibbles of 4 blocks'
                       * bytes land); NULL when the matrix has no 4-bit rows */
+    const int8_t *e; /* q spread for the AVX512-VNNI X8 products (wl_x8_spread), NULL where no X8 rows are read */
     const float *d, *s;
     const int32_t *sum;
     wl_q8k_vec k;
@@ -143,6 +144,10 @@ typedef struct {
  * refused) */
 void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                 const float *bias);
+/* e (8 n bytes) = q (n bytes) spread for the AVX512-VNNI X8 products: per block of 32 four registers of 64 bytes,
+ * register h holding q's 4-byte group 2 h in lanes 0..7 and group 2 h + 1 in lanes 8..15; whether this build reads
+ * it (else it writes nothing and returns 0) */
+int64_t wl_x8_spread(int8_t *e, const int8_t *q, int64_t n);
 int64_t waferline_blocks_x8(void); /* which X8 layouts this build multiplies (WL_X8_* bits; the loader asks it) */
 
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */

@@ -382,17 +382,17 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
 }
 
 /* Per vector: q and p (n_in bytes each), d, s, sum (12 bytes per 32), then the K-quants' q (n_in), d (4 per 256)
- * and sums (2 per 16), each part starting at a multiple of 16 bytes */
+ * and sums (2 per 16), then e (8 n_in: q spread for the X8 products), each part starting at a multiple of 16 bytes */
 static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 int64_t wl_blocks_scratch_bytes(int64_t n_in) {
-    return 3 * up16(n_in) + up16(n_in / 32 * 12) + up16(n_in / 256 * 4) + up16(n_in / 16 * 2) + 64;
+    return 11 * up16(n_in) + up16(n_in / 32 * 12) + up16(n_in / 256 * 4) + up16(n_in / 16 * 2) + 64;
 }
 
 void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
                       int64_t threads) {
     const int64_t *table = (const int64_t *)(const void *)m->scale;
     blocks_ctx c = {.y = y, .ys = ys, .n = n, .n_in = m->n_in, .x = x, .xs = xs, .m = m, .segs = table[0]};
-    int64_t row = 0, offset = 0, blocks32 = 0, four_bit = 0, kquants = 0;
+    int64_t row = 0, offset = 0, blocks32 = 0, four_bit = 0, kquants = 0, x8 = 0;
     for (int64_t i = 0; i < c.segs; i++) {
         c.kind[i] = table[1 + 2 * i];
         c.first[i] = row;
@@ -403,6 +403,7 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         kquants |= wl_is_kquant(c.kind[i]);
         blocks32 |= c.kind[i] != BK_F32 && !wl_is_kquant(c.kind[i]);
         four_bit |= c.kind[i] == BK_Q4_0 || c.kind[i] == BK_Q4_1;
+        x8 |= wl_is_x8(c.kind[i]);
     }
     c.first[c.segs] = row;
     q8_vec v[WL_MAX_VECTORS];
@@ -415,10 +416,13 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         int32_t *sum = (int32_t *)(void *)(s + nb);
         float *dk = (float *)(void *)((uint8_t *)d + up16(nb * 12));
         int16_t *bsum = (int16_t *)(void *)((uint8_t *)dk + up16(m->n_in / 256 * 4));
-        v[t] = (q8_vec){.q = q, .p = NULL, .d = d, .s = s, .sum = sum, .k = {.q = qk, .d = dk, .bsum = bsum}};
+        int8_t *e = (int8_t *)(void *)((uint8_t *)bsum + up16(m->n_in / 16 * 2));
+        v[t] = (q8_vec){.q = q, .p = NULL, .e = NULL, .d = d, .s = s, .sum = sum,
+                        .k = {.q = qk, .d = dk, .bsum = bsum}};
         if (blocks32) {
             wl_quantize_q8(q, d, s, sum, x + t * xs, m->n_in);
             if (four_bit) reorder_q4(p, q, nb), v[t].p = p;
+            if (x8 && wl_x8_spread(e, q, m->n_in)) v[t].e = e;
         }
         if (kquants) wl_quantize_q8k(qk, dk, bsum, x + t * xs, m->n_in);
     }
