@@ -14,6 +14,7 @@ Layout choices (measured; see docs/benchmarks-decode.md):
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -79,7 +80,8 @@ class TorchDevice:
         self._counts: dict[str, float] = {"weight_bytes": 0.0}
         self._blocks: bool | None = None  # keeps_blocks(), decided once
         self._x8: tuple[str, ...] | None = None  # _interleaves(), decided once
-        self._table: tuple[BlockWeight, BlockWeight] | None = None  # an embedding as the file holds it, as placed
+        # the embedding as given (a weak reference: the file's rows are not kept alive) and as placed
+        self._table: tuple[weakref.ref[BlockWeight], BlockWeight] | None = None
 
     # -- placement ---------------------------------------------------------------------------------------------------
     def keeps_blocks(self) -> bool:
@@ -111,10 +113,10 @@ class TorchDevice:
         kinds = self._interleaves()
         if role == "embedding":
             if len(weight.segments) == 1 and weight.kind in kinds and weight.shape[0] % 8 == 0:
-                self._table = (weight, weight.interleaved(kinds))
+                self._table = (weakref.ref(weight), weight.interleaved(kinds))
                 return self._table[1]
             return weight
-        if self._table is not None and self._table[0] is weight:  # a tied head: the table's bytes
+        if self._table is not None and self._table[0]() is weight:  # a tied head: the table's bytes
             return self._table[1]
         return weight.interleaved(kinds) if kinds else weight
 
