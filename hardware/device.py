@@ -138,6 +138,8 @@ class BlockWeight:
                 parts.append(part[whole:].reshape(-1))
                 segments.append((kind, n - whole))
             at, row = at + n * size, row + n
+        if tuple(segments) == self.segments:
+            return self  # nothing to move: the same bytes, not a copy (a tied head's are the table's)
         return BlockWeight(torch.cat(parts), self.shape, tuple(segments))
 
     @staticmethod
