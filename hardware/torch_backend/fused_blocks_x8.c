@@ -112,6 +112,27 @@ static inline __attribute__((always_inline)) __m256 x8_unpack512(int64_t kind, c
         w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
     }
     if (kind == BK_Q5_0_X8) {
+#ifdef __BMI2__
+        /* the fifth bits as byte masks: byte 4 L + k of w[2 h] (lane L < 8: row L, chunk 2 h; else row L - 8, chunk
+         * 2 h + 1) takes bit 4 c + k of its row's low 16 bits, c its chunk; w[2 h + 1] the same of the high 16. A
+         * chunk's 8 nibbles (bits 4 c .. 4 c + 3 of each row) are gathered by two bit extractions of 4 rows each,
+         * in scalar registers, and added as 0x10 where set (one masked add a register) */
+        const __m512i sixteen = _mm512_set1_epi8(0x10);
+        for (int part = 0; part < 2; part++) { /* the low 16 bits of the 8 rows (blk + 16), then the high (blk + 32) */
+            uint64_t rows03, rows47;
+            memcpy(&rows03, blk + 16 + 16 * part, 8);
+            memcpy(&rows47, blk + 24 + 16 * part, 8);
+            for (int h = 0; h < 2; h++) {
+                uint64_t mask = 0;
+                for (int half = 0; half < 2; half++) {
+                    const uint64_t pick = 0x000F000F000F000FULL << (4 * (2 * h + half));
+                    const uint64_t nibbles = _pext_u64(rows03, pick) | _pext_u64(rows47, pick) << 16;
+                    mask |= nibbles << (32 * half);
+                }
+                w[2 * h + part] = _mm512_mask_add_epi8(w[2 * h + part], (__mmask64)mask, w[2 * h + part], sixteen);
+            }
+        }
+#else
         const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)));
         const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32)));
         for (int h = 0; h < 2; h++) {
@@ -120,6 +141,7 @@ static inline __attribute__((always_inline)) __m256 x8_unpack512(int64_t kind, c
             w[2 * h] = _mm512_or_si512(w[2 * h], f_lo);
             w[2 * h + 1] = _mm512_or_si512(w[2 * h + 1], f_hi);
         }
+#endif
     }
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
 }
