@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -56,16 +57,21 @@ def x8_interleave(rows: Tensor, kind: str) -> Tensor:
     """(n, row bytes) uint8 rows of Q4_0, Q4_1, Q5_0 or Q8_0, n a multiple of 8 -> the same bytes as Q4_0_X8 /
     Q4_1_X8 / Q5_0_X8 / Q8_0_X8 (n, row bytes): per group of 8 rows and per block, the 8 rows' d (Q4_1: then their
     m; Q5_0: then the low 16 bits of their fifth bits, then the high 16), then chunks of 32 bytes (4, Q8_0 8), chunk
-    c holding bytes 4c..4c+3 of each row's q (fused_blocks_x8.c multiplies them)."""
+    c holding bytes 4c..4c+3 of each row's q (fused_blocks_x8.c multiplies them).
+
+    The bytes are moved by numpy (as every BlockWeight's are at load): a few copy loops, where torch's reshape,
+    permute and cat touched several MiB of libtorch's code, resident after the load (docs/engine.md)."""
     n, size = rows.shape
     head = X8_HEAD[kind]
     bs = BLOCK_FORMATS[kind][2]
     chunks = (bs - head) // 4
-    b = rows.view(n // 8, 8, size // bs, bs).permute(0, 2, 1, 3)  # group, block, row, block bytes
-    heads = b[..., :head].reshape(n // 8, size // bs, 8, head // 2, 2).permute(0, 1, 3, 2, 4)  # d's, then m's
-    q = b[..., head:].reshape(n // 8, size // bs, 8, chunks, 4).permute(0, 1, 3, 2, 4)  # chunk c: each row's 4 bytes
-    out = torch.cat((heads.reshape(n // 8, size // bs, head * 8), q.reshape(n // 8, size // bs, 32 * chunks)), dim=2)
-    return out.reshape(n, size).contiguous()
+    b = rows.numpy().reshape(n // 8, 8, size // bs, bs).transpose(0, 2, 1, 3)  # group, block, row, block bytes
+    heads = b[..., :head].reshape(n // 8, size // bs, 8, head // 2, 2).transpose(0, 1, 3, 2, 4)  # d's, then m's
+    q = b[..., head:].reshape(n // 8, size // bs, 8, chunks, 4).transpose(0, 1, 3, 2, 4)  # chunk c: each row's 4 bytes
+    out = np.empty((n // 8, size // bs, bs * 8), np.uint8)
+    out[..., : head * 8] = heads.reshape(n // 8, size // bs, head * 8)
+    out[..., head * 8 :] = q.reshape(n // 8, size // bs, 32 * chunks)
+    return torch.from_numpy(out.reshape(n, size))
 
 
 def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
@@ -74,11 +80,18 @@ def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
     head = X8_HEAD[X8_BASE[kind]]
     bs = BLOCK_FORMATS[kind][2]
     chunks = (bs - head) // 4
-    g = rows.reshape(n // 8, size // bs, 8 * bs)
-    heads = g[..., : 8 * head].reshape(n // 8, size // bs, head // 2, 8, 2).permute(0, 1, 3, 2, 4)
-    q = g[..., 8 * head :].reshape(n // 8, size // bs, chunks, 8, 4).permute(0, 1, 3, 2, 4)
-    blocks = torch.cat((heads.reshape(n // 8, size // bs, 8, head), q.reshape(n // 8, size // bs, 8, bs - head)), dim=3)
-    return blocks.permute(0, 2, 1, 3).reshape(n, size).contiguous()
+    g = rows.numpy().reshape(n // 8, size // bs, 8 * bs)
+    heads = g[..., : 8 * head].reshape(n // 8, size // bs, head // 2, 8, 2).transpose(0, 1, 3, 2, 4)
+    q = g[..., 8 * head :].reshape(n // 8, size // bs, chunks, 8, 4).transpose(0, 1, 3, 2, 4)
+    blocks = np.empty((n // 8, size // bs, 8, bs), np.uint8)
+    blocks[..., :head] = heads.reshape(n // 8, size // bs, 8, head)
+    blocks[..., head:] = q.reshape(n // 8, size // bs, 8, bs - head)
+    return torch.from_numpy(np.ascontiguousarray(blocks.transpose(0, 2, 1, 3)).reshape(n, size))
+
+
+def _joined(parts: Sequence[Tensor]) -> Tensor:
+    """1-D uint8 CPU tensors one after another, by numpy (see x8_interleave)."""
+    return torch.from_numpy(np.concatenate([p.numpy().reshape(-1) for p in parts]))
 
 
 @dataclass(eq=False)
@@ -118,7 +131,8 @@ class BlockWeight:
 
     def with_rows(self, rows: Tensor) -> BlockWeight:
         """The same format with its rows replaced by `rows` (out', row bytes), e.g. reordered."""
-        return BlockWeight(rows.contiguous().view(-1), (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
+        data = torch.from_numpy(np.ascontiguousarray(rows.numpy()).reshape(-1))
+        return BlockWeight(data, (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
     def interleaved(self, kinds: Sequence[str] = ("Q4_0", "Q4_1", "Q5_0")) -> BlockWeight:
         """The same weight with each segment of one of `kinds` (Q4_0, Q4_1, Q5_0, Q8_0) placed by whole groups of 8
@@ -140,7 +154,7 @@ class BlockWeight:
             at, row = at + n * size, row + n
         if tuple(segments) == self.segments:
             return self  # nothing to move: the same bytes, not a copy (a tied head's are the table's)
-        return BlockWeight(torch.cat(parts), self.shape, tuple(segments))
+        return BlockWeight(_joined(parts), self.shape, tuple(segments))
 
     @staticmethod
     def cat(parts: Sequence[BlockWeight]) -> BlockWeight:
@@ -152,12 +166,11 @@ class BlockWeight:
                 segments[-1] = (kind, segments[-1][1] + rows)
             else:
                 segments.append((kind, rows))
-        data = torch.cat([p.data for p in parts])
+        data = _joined([p.data for p in parts])
         return BlockWeight(data, (sum(p.shape[0] for p in parts), parts[0].shape[1]), tuple(segments))
 
     def dequantize(self, rows: Tensor | None = None) -> Tensor:
         """(out, in) float32, or only the rows `rows` (int64 indices) of a weight of one format."""
-        import numpy as np
         from gguf import GGMLQuantizationType, quants
 
         out: list[Tensor] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
 from torch import Tensor
 
 from waferline.engine.model import ModelArgs, rope_frequencies
@@ -104,7 +105,9 @@ def from_gguf_rows(args: ModelArgs, hf: str, t: Weight) -> Weight:
     if args.model_type != "llama" or heads is None:
         return t
     if isinstance(t, BlockWeight):
-        return t.with_rows(_unpermute(t.rows(), heads))
+        rows = t.rows().numpy()  # the bytes moved by numpy, as BlockWeight's are (hardware/device.py)
+        moved = rows.reshape(heads, -1, 2, rows.shape[1]).swapaxes(1, 2).reshape(rows.shape)
+        return t.with_rows(torch.from_numpy(moved))
     return _unpermute(t, heads)
 
 

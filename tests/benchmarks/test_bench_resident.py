@@ -15,13 +15,15 @@ from waferline.engine.checkpoint import DEFAULT_MODEL_DIR
 from waferline.engine.gguf.write import export_gguf
 
 
-def test_the_report_measures_a_load_in_a_fresh_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("warm", [False, True])
+def test_the_report_measures_a_load_in_a_fresh_process(tmp_path: Path, warm: bool) -> None:
     model = export_gguf(DEFAULT_MODEL_DIR, tmp_path / "m.gguf", "f16")
     run = subprocess.run(
-        [sys.executable, "-m", "waferline.benchmarks.resident", str(model), "--json"],
+        [sys.executable, "-m", "waferline.benchmarks.resident", str(model), "--json", *(["--warm-torch"] * warm)],
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     report = json.loads(run.stdout)
+    assert report["warm_torch"] is warm
     assert report["file_mib"] == round(model.stat().st_size / 2**20, 1)
     assert report["load_s"] > 0
     assert set(report["grown_mib"]) == {"VmRSS", "RssAnon", "RssFile", "VmHWM"}
