@@ -56,8 +56,8 @@ def x8_kinds(bits: int) -> tuple[str, ...]:
 def x8_interleave(rows: Tensor, kind: str) -> Tensor:
     """(n, row bytes) uint8 rows of Q4_0, Q4_1, Q5_0 or Q8_0, n a multiple of 8 -> the same bytes as Q4_0_X8 /
     Q4_1_X8 / Q5_0_X8 / Q8_0_X8 (n, row bytes): per group of 8 rows and per block, the 8 rows' d (Q4_1: then their
-    m; Q5_0: then the low 16 bits of their fifth bits, then the high 16), then chunks of 32 bytes (4, Q8_0 8), chunk
-    c holding bytes 4c..4c+3 of each row's q (fused_blocks_x8.c multiplies them).
+    m; Q5_0: then their fifth bits as four 64-bit byte masks, `Q5_0_X8_FIFTH`), then chunks of 32 bytes (4, Q8_0 8),
+    chunk c holding bytes 4c..4c+3 of each row's q (fused_blocks_x8.c multiplies them).
 
     The bytes are moved by numpy (as every BlockWeight's are at load): a few copy loops, where torch's reshape,
     permute and cat touched several MiB of libtorch's code, resident after the load (docs/engine.md)."""
@@ -68,10 +68,34 @@ def x8_interleave(rows: Tensor, kind: str) -> Tensor:
     b = rows.numpy().reshape(n // 8, 8, size // bs, bs).transpose(0, 2, 1, 3)  # group, block, row, block bytes
     heads = b[..., :head].reshape(n // 8, size // bs, 8, head // 2, 2).transpose(0, 1, 3, 2, 4)  # d's, then m's
     q = b[..., head:].reshape(n // 8, size // bs, 8, chunks, 4).transpose(0, 1, 3, 2, 4)  # chunk c: each row's 4 bytes
-    out = np.empty((n // 8, size // bs, bs * 8), np.uint8)
+    placed = aligned_bytes(n * size)
+    out = placed.numpy().reshape(n // 8, size // bs, bs * 8)
     out[..., : head * 8] = heads.reshape(n // 8, size // bs, head * 8)
     out[..., head * 8 :] = q.reshape(n // 8, size // bs, 32 * chunks)
-    return torch.from_numpy(out.reshape(n, size))
+    if kind == "Q5_0":  # the 8 rows' fifth bits, 16 + 16 a row, moved bit by bit into the product's masks
+        bits = np.unpackbits(out[..., 16:48], axis=-1, bitorder="little")
+        out[..., 16:48] = np.packbits(bits[..., Q5_0_X8_FIFTH], axis=-1, bitorder="little")
+    return placed.view(n, size)
+
+
+def _q5_0_x8_fifth() -> np.ndarray:
+    """Where Q5_0_X8's fifth bits come from: mask bit i (of the 256 after the group's 8 d's, 64 a mask) is bit
+    FIFTH[i] of the 8 rows' low then high 16 fifth bits (16 a row, row r's low 16 at bit 16 r, its high 16 at
+    128 + 16 r). Mask m = 2 h + part covers chunks 2 h and 2 h + 1 of the block's nibbles (part 0: the low nibbles,
+    inputs 4 c + k; part 1: the high ones, 16 + 4 c + k): its bit 4 L + k is row L's input k of chunk 2 h for L < 8,
+    row L - 8's of chunk 2 h + 1 for L >= 8, the byte a 512-bit register of those two chunks holds there
+    (fused_blocks_x8.c adds 16 to the bytes a mask selects; AVX2 takes each chunk's 32 bits)."""
+    fifth = np.empty(256, np.int64)
+    for m in range(4):
+        h, part = divmod(m, 2)
+        for j in range(64):
+            lane, k = divmod(j, 4)
+            row, c = lane % 8, 2 * h + lane // 8
+            fifth[64 * m + j] = 128 * part + 16 * row + 4 * c + k
+    return fifth
+
+
+Q5_0_X8_FIFTH = _q5_0_x8_fifth()
 
 
 def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
@@ -81,6 +105,11 @@ def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
     bs = BLOCK_FORMATS[kind][2]
     chunks = (bs - head) // 4
     g = rows.numpy().reshape(n // 8, size // bs, 8 * bs)
+    if kind == "Q5_0_X8":  # the fifth bits back out of their masks
+        g = g.copy()
+        bits = np.empty(g.shape[:-1] + (256,), np.uint8)
+        bits[..., Q5_0_X8_FIFTH] = np.unpackbits(g[..., 16:48], axis=-1, bitorder="little")
+        g[..., 16:48] = np.packbits(bits, axis=-1, bitorder="little")
     heads = g[..., : 8 * head].reshape(n // 8, size // bs, head // 2, 8, 2).transpose(0, 1, 3, 2, 4)
     q = g[..., 8 * head :].reshape(n // 8, size // bs, chunks, 8, 4).transpose(0, 1, 3, 2, 4)
     blocks = np.empty((n // 8, size // bs, 8, bs), np.uint8)
@@ -89,9 +118,18 @@ def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
     return torch.from_numpy(np.ascontiguousarray(blocks.transpose(0, 2, 1, 3)).reshape(n, size))
 
 
+def aligned_bytes(n: int) -> Tensor:
+    """n uninitialised bytes from torch's allocator, which starts them on a cache line (numpy's large arrays start
+    16 bytes into a page): the placed weights start where torch's copies of them always did. (Measured in one process,
+    2026-12-06: the 8-row products ran as fast 16 bytes off a line, their blocks not being whole lines anyway.)"""
+    return torch.empty(n, dtype=torch.uint8)
+
+
 def _joined(parts: Sequence[Tensor]) -> Tensor:
-    """1-D uint8 CPU tensors one after another, by numpy (see x8_interleave)."""
-    return torch.from_numpy(np.concatenate([p.numpy().reshape(-1) for p in parts]))
+    """1-D uint8 CPU tensors one after another, by numpy (see x8_interleave), in aligned memory."""
+    out = aligned_bytes(sum(p.numel() for p in parts))
+    np.concatenate([p.numpy().reshape(-1) for p in parts], out=out.numpy())
+    return out
 
 
 @dataclass(eq=False)
@@ -131,7 +169,8 @@ class BlockWeight:
 
     def with_rows(self, rows: Tensor) -> BlockWeight:
         """The same format with its rows replaced by `rows` (out', row bytes), e.g. reordered."""
-        data = torch.from_numpy(np.ascontiguousarray(rows.numpy()).reshape(-1))
+        data = aligned_bytes(rows.numel())
+        data.numpy().reshape(rows.shape)[...] = rows.numpy()
         return BlockWeight(data, (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
     def interleaved(self, kinds: Sequence[str] = ("Q4_0", "Q4_1", "Q5_0")) -> BlockWeight:

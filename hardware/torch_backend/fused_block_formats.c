@@ -117,7 +117,17 @@ void wl_block_table_row(float *out, const uint8_t *table, int64_t kind, int64_t 
     uint8_t blk[34];
     for (int64_t b = 0; b < n / 32; b++) {
         const uint8_t *g = group + 8 * bs * b;
-        for (int64_t f = 0; f < head / 2; f++) memcpy(blk + 2 * f, g + 16 * f + 2 * r, 2);
+        for (int64_t f = 0; f < (base == BK_Q5_0 ? 1 : head / 2); f++) memcpy(blk + 2 * f, g + 16 * f + 2 * r, 2);
+        if (base == BK_Q5_0) { /* the row's fifth bits out of the group's masks (fused_blocks_x8.c, Q5_0_X8) */
+            uint32_t qh = 0;
+            for (int part = 0; part < 2; part++)
+                for (int c = 0; c < 4; c++) {
+                    uint64_t mask;
+                    memcpy(&mask, g + 16 + 8 * (2 * (c / 2) + part), 8);
+                    qh |= (uint32_t)((mask >> (4 * (r + 8 * (c % 2)))) & 0xf) << (16 * part + 4 * c);
+                }
+            memcpy(blk + 2, &qh, 4);
+        }
         for (int64_t c = 0; c < (bs - head) / 4; c++) memcpy(blk + head + 4 * c, g + 8 * head + 32 * c + 4 * r, 4);
         wl_block_dequantize_row(out + 32 * b, blk, base, 32);
     }

@@ -28,10 +28,13 @@
  * 16 bytes of q (row r at 4 r): the same bytes as 8 rows of the file, moved. In a chunk's low nibbles lane r holds
  * row r's weights 4 c .. 4 c + 3, in its high ones 16 + 4 c ..: one unsigned-by-signed multiply-add against those 4
  * inputs broadcast serves all 8 rows.
- * Q5_0_X8: 8 rows of Q5_0 interleaved, per block of 32 inputs 176 bytes: the 8 rows' d, the low 16 of their fifth
- * bits (row r's at 16 + 2 r: inputs 0..15), the high 16 (at 32 + 2 r: inputs 16..31), then the q chunks as Q4_0_X8's.
- * A chunk's bytes get their fifth bit as 0x10 (lane r, byte k of chunk c: bit 4 c + k of row r's low half for the low
- * nibble, of its high half for the high one), so q is 0..31.
+ * Q5_0_X8: 8 rows of Q5_0 interleaved, per block of 32 inputs 176 bytes: the 8 rows' d, their 256 fifth bits as four
+ * 64-bit byte masks (at 16 + 8 m), then the q chunks as Q4_0_X8's. Mask m = 2 h + part selects the bytes of the
+ * register of chunks 2 h and 2 h + 1 (AVX-512's w[m] below; part 0 the low nibbles, 1 the high ones) whose weight has
+ * its fifth bit set: bit 4 L + k is lane L's byte k (row L of chunk 2 h, row L - 8 of chunk 2 h + 1), taken from bit
+ * 4 c + k (+ 16 for the high nibbles) of the row's fifth bits when the weights are placed (device.py's
+ * Q5_0_X8_FIFTH). The selected bytes get 0x10, so q is 0..31: one masked add a register (AVX2: each chunk's 32 bits
+ * of a mask spread to bytes, then or-ed in).
  * A block's 8 multiply-adds are summed in int16, Q4_0's and Q4_1's all 8 (16 products of 15 by 127 a lane: 30,480),
  * Q5_0's four at a time (8 products of 31 by 127: 31,496), then widened to int32, exactly; Q4_0's 8 sum x (Q5_0's 16) taken out; then d_w
  * (8 lanes) d_x times it into 8 row lanes, block after block; Q4_1's m_w s_x per block after all the dots, in block
@@ -43,11 +46,14 @@
  * Q8_0_X8 (AVX512-VNNI only): 8 rows of Q8_0 interleaved, per block of 32 inputs 272 bytes: the 8 rows' d, then 8
  * chunks of 32 bytes, chunk c holding bytes 4 c .. 4 c + 3 of each row's 32 signed q. The multiply-add takes unsigned
  * weights, so they go in as q + 128 (a sign flip) and 128 sum x comes back out, exactly. */
-static inline __m256i x8_fifth(__m256i half, int c) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4, 4,
-                                            8, 8, 8, 8, 12, 12, 12, 12);
-    const __m256i bit = _mm256_set1_epi32(0x08040201);
-    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_srli_epi32(half, 4 * c), spread), bit);
+/* 32 bits of a Q5_0_X8 mask as the register's bytes: 0x10 where bit j of m is set, else 0 */
+static inline __m256i x8_mask_bytes(const uint8_t *at) {
+    int32_t m;
+    memcpy(&m, at, 4);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                            3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(m), spread), bit);
     return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(0x10));
 }
 
@@ -61,14 +67,12 @@ static inline __attribute__((always_inline)) __m256 x8_unpack(int64_t kind, cons
         w[2 * c] = _mm256_and_si256(raw, low);
         w[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
     }
-    if (kind == BK_Q5_0_X8) {
-        const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)));
-        const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32)));
+    if (kind == BK_Q5_0_X8) /* chunk c's 32 bits: mask 2 (c / 2) + part, its low or high half as c is even or odd */
         for (int c = 0; c < 4; c++) {
-            w[2 * c] = _mm256_or_si256(w[2 * c], x8_fifth(lo, c));
-            w[2 * c + 1] = _mm256_or_si256(w[2 * c + 1], x8_fifth(hi, c));
+            const uint8_t *m = blk + 16 + 16 * (c / 2) + 4 * (c % 2);
+            w[2 * c] = _mm256_or_si256(w[2 * c], x8_mask_bytes(m));
+            w[2 * c + 1] = _mm256_or_si256(w[2 * c + 1], x8_mask_bytes(m + 8));
         }
-    }
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
 }
 
@@ -111,37 +115,13 @@ static inline __attribute__((always_inline)) __m256 x8_unpack512(int64_t kind, c
         w[2 * h] = _mm512_and_si512(raw, low);
         w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
     }
-    if (kind == BK_Q5_0_X8) {
-#ifdef __BMI2__
-        /* the fifth bits as byte masks: byte 4 L + k of w[2 h] (lane L < 8: row L, chunk 2 h; else row L - 8, chunk
-         * 2 h + 1) takes bit 4 c + k of its row's low 16 bits, c its chunk; w[2 h + 1] the same of the high 16. A
-         * chunk's 8 nibbles (bits 4 c .. 4 c + 3 of each row) are gathered by two bit extractions of 4 rows each,
-         * in scalar registers, and added as 0x10 where set (one masked add a register) */
+    if (kind == BK_Q5_0_X8) { /* the fifth bits: 16 added to the bytes each mask selects */
         const __m512i sixteen = _mm512_set1_epi8(0x10);
-        for (int part = 0; part < 2; part++) { /* the low 16 bits of the 8 rows (blk + 16), then the high (blk + 32) */
-            uint64_t rows03, rows47;
-            memcpy(&rows03, blk + 16 + 16 * part, 8);
-            memcpy(&rows47, blk + 24 + 16 * part, 8);
-            for (int h = 0; h < 2; h++) {
-                uint64_t mask = 0;
-                for (int half = 0; half < 2; half++) {
-                    const uint64_t pick = 0x000F000F000F000FULL << (4 * (2 * h + half));
-                    const uint64_t nibbles = _pext_u64(rows03, pick) | _pext_u64(rows47, pick) << 16;
-                    mask |= nibbles << (32 * half);
-                }
-                w[2 * h + part] = _mm512_mask_add_epi8(w[2 * h + part], (__mmask64)mask, w[2 * h + part], sixteen);
-            }
+        for (int m = 0; m < 4; m++) {
+            uint64_t mask;
+            memcpy(&mask, blk + 16 + 8 * m, 8);
+            w[m] = _mm512_mask_add_epi8(w[m], (__mmask64)mask, w[m], sixteen);
         }
-#else
-        const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16)));
-        const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32)));
-        for (int h = 0; h < 2; h++) {
-            const __m512i f_lo = _mm512_inserti64x4(_mm512_castsi256_si512(x8_fifth(lo, 2 * h)), x8_fifth(lo, 2 * h + 1), 1);
-            const __m512i f_hi = _mm512_inserti64x4(_mm512_castsi256_si512(x8_fifth(hi, 2 * h)), x8_fifth(hi, 2 * h + 1), 1);
-            w[2 * h] = _mm512_or_si512(w[2 * h], f_lo);
-            w[2 * h + 1] = _mm512_or_si512(w[2 * h + 1], f_hi);
-        }
-#endif
     }
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
 }

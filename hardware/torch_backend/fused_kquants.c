@@ -154,8 +154,21 @@ static inline __m256i high_bits(__m256i h, int shift, int width) {
     return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(shift)), mask), 4);
 }
 
+/* Q4_K/Q5_K's 12 bytes of 6-bit scales and mins as 16 bytes: the 8 scales, then the 8 mins (scale_min for all j at
+ * once, in 32-bit words: j < 4 the low 6 bits of bytes j and j + 4; j >= 4 a nibble of byte j + 4 with the top 2
+ * bits of byte j - 4 or j) */
+static inline __m128i scales_mins(const uint8_t *q) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    const uint32_t six = 0x3f3f3f3fu, four = 0x0f0f0f0fu, two = 0x03030303u;
+    const uint32_t sc_hi = (u[2] & four) | ((u[0] >> 6) & two) << 4, m_hi = (u[2] >> 4 & four) | ((u[1] >> 6) & two) << 4;
+    return _mm_setr_epi32((int)(u[0] & six), (int)sc_hi, (int)(u[1] & six), (int)m_hi);
+}
+
 static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
-    int16_t sc[16], mn[16];
+    /* per chunk of 32, its scale for the low and the high 16 as 16 int16 (picked from 16 bytes of scales by one
+     * shuffle: bytes 2 c and 2 c + 1 of `pairs`, the scale of 16 at 2 s), then `scales` and `mins` per 16 */
+    __m256i pairs;
     if (kind == BK_Q6_K) {
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 64 * h));
@@ -166,7 +179,9 @@ static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
             k->q[4 * h + 2] = _mm256_or_si256(nibbles(l0, 1), high_bits(hb, 4, 2));
             k->q[4 * h + 3] = _mm256_or_si256(nibbles(l1, 1), high_bits(hb, 6, 2));
         }
-        for (int s = 0; s < 16; s++) sc[s] = (int8_t)b[192 + s], mn[s] = 0;
+        k->scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(b + 192)));
+        k->mins = _mm256_setzero_si256();
+        pairs = k->scales;
         k->d = wl_f16_at(b + 208);
         k->dmin = 0.0f;
     } else {
@@ -181,30 +196,40 @@ static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
                 k->q[2 * c + 1] = _mm256_or_si256(k->q[2 * c + 1], high_bits(hb, 2 * c + 1, 1));
             }
         }
-        for (int j = 0; j < 8; j++) {
-            int32_t s, m;
-            scale_min(j, b + 4, &s, &m);
-            sc[2 * j] = sc[2 * j + 1] = (int16_t)s;
-            mn[2 * j] = mn[2 * j + 1] = (int16_t)m;
-        }
+        const __m128i sm = scales_mins(b + 4); /* each 6-bit value of 32 weights, twice: a value per 16 */
+        const __m128i twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        k->scales = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, twice));
+        k->mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_add_epi8(twice, _mm_set1_epi8(8))));
+        pairs = k->scales;
         k->d = wl_f16_at(b);
         k->dmin = wl_f16_at(b + 2);
     }
-    for (int c = 0; c < 8; c++)
-        k->sc[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
-    k->scales = _mm256_loadu_si256((const __m256i *)(const void *)sc);
-    k->mins = _mm256_loadu_si256((const __m256i *)(const void *)mn);
+    /* scale s of 16 is int16 s of `pairs` (lane s / 8, element s % 8): chunk c's low 16 take s = 2 c, its high 16
+     * s = 2 c + 1; each 128-bit lane of the chunk's register picks its one int16 from a copy of the right lane */
+    const __m256i lo = _mm256_permute2x128_si256(pairs, pairs, 0x00), hi = _mm256_permute2x128_si256(pairs, pairs, 0x11);
+    for (int c = 0; c < 8; c++) {
+        const int s0 = 2 * c, s1 = 2 * c + 1; /* scales of 16 in the chunk's low and high halves */
+        const __m256i src = _mm256_blend_epi32(s0 < 8 ? lo : hi, s1 < 8 ? lo : hi, 0xf0);
+        const char e0 = (char)(2 * (s0 % 8)), e1 = (char)(2 * (s1 % 8));
+        const __m256i pick = _mm256_setr_epi8(e0, e0 + 1, e0, e0 + 1, e0, e0 + 1, e0, e0 + 1, e0, e0 + 1, e0, e0 + 1, e0,
+                                              e0 + 1, e0, e0 + 1, e1, e1 + 1, e1, e1 + 1, e1, e1 + 1, e1, e1 + 1, e1,
+                                              e1 + 1, e1, e1 + 1, e1, e1 + 1, e1, e1 + 1);
+        k->sc[c] = _mm256_shuffle_epi8(src, pick);
+    }
 }
 
 /* One vector's super-block b against the loaded k: adds into its two float accumulators */
 static inline void kregs_dot(const kregs *k, int64_t kind, const wl_q8k_vec *v, int64_t b, __m256 *acc,
                              __m256 *mins) {
     const int8_t *x = v->q + 256 * b;
-    __m256i dot = _mm256_setzero_si256();
-    for (int c = 0; c < 8; c++) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * c));
-        dot = K_DPWSSD(dot, _mm256_maddubs_epi16(k->q[c], xv), k->sc[c]); /* |q x pair| <= 2 63 127: no saturation */
+    __m256i even = _mm256_setzero_si256(), odd = even; /* two chains of multiply-adds, not one 8 long */
+    for (int c = 0; c < 8; c += 2) { /* |q x pair| <= 2 63 127: no saturation */
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * c));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * c + 32));
+        even = K_DPWSSD(even, _mm256_maddubs_epi16(k->q[c], x0), k->sc[c]);
+        odd = K_DPWSSD(odd, _mm256_maddubs_epi16(k->q[c + 1], x1), k->sc[c + 1]);
     }
+    __m256i dot = _mm256_add_epi32(even, odd); /* exact in int32: the same sum in any order */
     const __m256i bsum = _mm256_loadu_si256((const __m256i *)(const void *)(v->bsum + 16 * b));
     const float dx = v->d[b];
     if (kind == BK_Q6_K) /* sum sc (q - 32) x = sum sc q x - 32 sum sc (sum x) */
