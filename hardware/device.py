@@ -107,7 +107,7 @@ def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
     g = rows.numpy().reshape(n // 8, size // bs, 8 * bs)
     if kind == "Q5_0_X8":  # the fifth bits back out of their masks
         g = g.copy()
-        bits = np.empty(g.shape[:-1] + (256,), np.uint8)
+        bits = np.empty((*g.shape[:-1], 256), np.uint8)
         bits[..., Q5_0_X8_FIFTH] = np.unpackbits(g[..., 16:48], axis=-1, bitorder="little")
         g[..., 16:48] = np.packbits(bits, axis=-1, bitorder="little")
     heads = g[..., : 8 * head].reshape(n // 8, size // bs, head // 2, 8, 2).transpose(0, 1, 3, 2, 4)
