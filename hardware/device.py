@@ -68,14 +68,13 @@ def x8_interleave(rows: Tensor, kind: str) -> Tensor:
     b = rows.numpy().reshape(n // 8, 8, size // bs, bs).transpose(0, 2, 1, 3)  # group, block, row, block bytes
     heads = b[..., :head].reshape(n // 8, size // bs, 8, head // 2, 2).transpose(0, 1, 3, 2, 4)  # d's, then m's
     q = b[..., head:].reshape(n // 8, size // bs, 8, chunks, 4).transpose(0, 1, 3, 2, 4)  # chunk c: each row's 4 bytes
-    placed = aligned_bytes(n * size)
-    out = placed.numpy().reshape(n // 8, size // bs, bs * 8)
+    out = np.empty((n // 8, size // bs, bs * 8), np.uint8)
     out[..., : head * 8] = heads.reshape(n // 8, size // bs, head * 8)
     out[..., head * 8 :] = q.reshape(n // 8, size // bs, 32 * chunks)
     if kind == "Q5_0":  # the 8 rows' fifth bits, 16 + 16 a row, moved bit by bit into the product's masks
         bits = np.unpackbits(out[..., 16:48], axis=-1, bitorder="little")
         out[..., 16:48] = np.packbits(bits[..., Q5_0_X8_FIFTH], axis=-1, bitorder="little")
-    return placed.view(n, size)
+    return torch.from_numpy(out.reshape(n, size))
 
 
 def _q5_0_x8_fifth() -> np.ndarray:
@@ -118,18 +117,9 @@ def x8_deinterleave(rows: Tensor, kind: str) -> Tensor:
     return torch.from_numpy(np.ascontiguousarray(blocks.transpose(0, 2, 1, 3)).reshape(n, size))
 
 
-def aligned_bytes(n: int) -> Tensor:
-    """n uninitialised bytes from torch's allocator, which starts them on a cache line (numpy's large arrays start
-    16 bytes into a page): the placed weights start where torch's copies of them always did. (Measured in one process,
-    2026-12-06: the 8-row products ran as fast 16 bytes off a line, their blocks not being whole lines anyway.)"""
-    return torch.empty(n, dtype=torch.uint8)
-
-
 def _joined(parts: Sequence[Tensor]) -> Tensor:
-    """1-D uint8 CPU tensors one after another, by numpy (see x8_interleave), in aligned memory."""
-    out = aligned_bytes(sum(p.numel() for p in parts))
-    np.concatenate([p.numpy().reshape(-1) for p in parts], out=out.numpy())
-    return out
+    """1-D uint8 CPU tensors one after another, by numpy (see x8_interleave)."""
+    return torch.from_numpy(np.concatenate([p.numpy().reshape(-1) for p in parts]))
 
 
 @dataclass(eq=False)
@@ -169,8 +159,7 @@ class BlockWeight:
 
     def with_rows(self, rows: Tensor) -> BlockWeight:
         """The same format with its rows replaced by `rows` (out', row bytes), e.g. reordered."""
-        data = aligned_bytes(rows.numel())
-        data.numpy().reshape(rows.shape)[...] = rows.numpy()
+        data = torch.from_numpy(np.ascontiguousarray(rows.numpy()).reshape(-1))  # a copy only if not contiguous
         return BlockWeight(data, (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
     def interleaved(self, kinds: Sequence[str] = ("Q4_0", "Q4_1", "Q5_0")) -> BlockWeight:

@@ -10,6 +10,7 @@ keeps the Hugging Face order: llama.cpp rotates halves for those architectures.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -105,14 +106,14 @@ def from_gguf_rows(args: ModelArgs, hf: str, t: Weight) -> Weight:
     if args.model_type != "llama" or heads is None:
         return t
     if isinstance(t, BlockWeight):
-        rows = t.rows().numpy()  # the bytes moved by numpy, as BlockWeight's are (hardware/device.py)
-        moved = rows.reshape(heads, -1, 2, rows.shape[1]).swapaxes(1, 2).reshape(rows.shape)
-        return t.with_rows(torch.from_numpy(moved))
+        # the rows' bytes moved by numpy, as BlockWeight's are at load (hardware/device.py)
+        return t.with_rows(torch.from_numpy(_unpermute(t.rows().numpy(), heads)))
     return _unpermute(t, heads)
 
 
-def _unpermute(t: Tensor, heads: int) -> Tensor:
-    return t.reshape(heads, t.shape[0] // heads // 2, 2, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
+def _unpermute(t: Any, heads: int) -> Any:
+    """A tensor's or a numpy array's rows from llama.cpp's rotary order back to Hugging Face's."""
+    return t.reshape(heads, t.shape[0] // heads // 2, 2, *t.shape[1:]).swapaxes(1, 2).reshape(t.shape)
 
 
 def llama3_freq_factors(args: ModelArgs) -> Tensor:

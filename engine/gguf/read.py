@@ -39,7 +39,7 @@ from waferline.engine.hf import from_hf, hf_weight_shape
 from waferline.engine.model import ModelArgs, Transformer
 from waferline.engine.tokenizer import SpecialTokens, Tokenizer
 from waferline.hardware import Device
-from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, Weight, aligned_bytes
+from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, Weight
 
 CONTROL, USER_DEFINED = 3, 4  # gguf.TokenType values of tokens that are never split out of text
 FIM_TEMPLATE_KEY = "waferline.fim_template"  # written by engine/gguf/write.py: the FIM layout the model was trained on
@@ -133,10 +133,9 @@ class GgufFile:
         data = np.asarray(t.data, dtype=np.uint8)
         if n_in % BLOCK_FORMATS[kind][1] or data.size != out * n_in // BLOCK_FORMATS[kind][1] * BLOCK_FORMATS[kind][2]:
             raise CheckpointError(f"{self.path}: tensor {name} ({kind}) holds {data.size} bytes for {(out, n_in)}")
-        copy = aligned_bytes(data.size)
-        copy.numpy()[...] = data.reshape(-1)
+        copy = data.reshape(-1).copy()
         self._done_with(t)
-        return BlockWeight(copy, (out, n_in), ((kind, out),))
+        return BlockWeight(torch.from_numpy(copy), (out, n_in), ((kind, out),))
 
     def tensor(self, name: str) -> Tensor:
         """One tensor as float32, in numpy's (row-major) shape."""

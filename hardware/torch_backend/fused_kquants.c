@@ -161,14 +161,12 @@ static inline __m128i scales_mins(const uint8_t *q) {
     uint32_t u[3];
     memcpy(u, q, 12);
     const uint32_t six = 0x3f3f3f3fu, four = 0x0f0f0f0fu, two = 0x03030303u;
-    const uint32_t sc_hi = (u[2] & four) | ((u[0] >> 6) & two) << 4, m_hi = (u[2] >> 4 & four) | ((u[1] >> 6) & two) << 4;
+    const uint32_t sc_hi = (u[2] & four) | ((u[0] >> 6) & two) << 4;
+    const uint32_t m_hi = (u[2] >> 4 & four) | ((u[1] >> 6) & two) << 4;
     return _mm_setr_epi32((int)(u[0] & six), (int)sc_hi, (int)(u[1] & six), (int)m_hi);
 }
 
 static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
-    /* per chunk of 32, its scale for the low and the high 16 as 16 int16 (picked from 16 bytes of scales by one
-     * shuffle: bytes 2 c and 2 c + 1 of `pairs`, the scale of 16 at 2 s), then `scales` and `mins` per 16 */
-    __m256i pairs;
     if (kind == BK_Q6_K) {
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 64 * h));
@@ -181,7 +179,6 @@ static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
         }
         k->scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(b + 192)));
         k->mins = _mm256_setzero_si256();
-        pairs = k->scales;
         k->d = wl_f16_at(b + 208);
         k->dmin = 0.0f;
     } else {
@@ -200,13 +197,14 @@ static inline void kregs_load(kregs *k, int64_t kind, const uint8_t *b) {
         const __m128i twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
         k->scales = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, twice));
         k->mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_add_epi8(twice, _mm_set1_epi8(8))));
-        pairs = k->scales;
         k->d = wl_f16_at(b);
         k->dmin = wl_f16_at(b + 2);
     }
-    /* scale s of 16 is int16 s of `pairs` (lane s / 8, element s % 8): chunk c's low 16 take s = 2 c, its high 16
-     * s = 2 c + 1; each 128-bit lane of the chunk's register picks its one int16 from a copy of the right lane */
-    const __m256i lo = _mm256_permute2x128_si256(pairs, pairs, 0x00), hi = _mm256_permute2x128_si256(pairs, pairs, 0x11);
+    /* per chunk of 32 weights, the scales of its low and high 16 as 16 int16: scale s of 16 is int16 s of
+     * k->scales (lane s / 8, element s % 8), chunk c's low 16 take s = 2 c, its high 16 s = 2 c + 1; each 128-bit
+     * lane of the chunk's register picks its one int16 (one byte shuffle) from a copy of the right lane */
+    const __m256i lo = _mm256_permute2x128_si256(k->scales, k->scales, 0x00);
+    const __m256i hi = _mm256_permute2x128_si256(k->scales, k->scales, 0x11);
     for (int c = 0; c < 8; c++) {
         const int s0 = 2 * c, s1 = 2 * c + 1; /* scales of 16 in the chunk's low and high halves */
         const __m256i src = _mm256_blend_epi32(s0 < 8 ? lo : hi, s1 < 8 ? lo : hi, 0xf0);
