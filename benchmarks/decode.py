@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from waferline.engine.loader import load, set_threads
-    from waferline.hardware.device import BlockWeight
+    from waferline.hardware.blocks import BlockWeight
     from waferline.hardware.registry import weight_format
 
     args.dtype = weight_format(args.backend, args.dtype)  # "auto": what the server places on this backend

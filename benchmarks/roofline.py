@@ -21,7 +21,7 @@ def working_set(model: Any) -> list[Any]:
     in an opaque layout (oneDNN's packed bfloat16) is stood in for by a buffer of its size."""
     import torch
 
-    from waferline.hardware.device import BlockWeight
+    from waferline.hardware.blocks import BlockWeight
     from waferline.hardware.torch_backend.kernels import Int8Linear
 
     out: list[Any] = []

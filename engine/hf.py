@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from waferline.engine.model import ATTENTION_BIAS_TYPES, MODEL_TYPES, ModelArgs
-from waferline.hardware.device import BlockWeight, Weight, dense
+from waferline.hardware.blocks import BlockWeight, Weight, dense
 
 # model_type -> config's architectures
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}

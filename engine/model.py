@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from waferline.hardware import Device, KVRef, WeightRef
-from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, RowStats, Weight, torch_row_stats
+from waferline.hardware.blocks import Weight
+from waferline.hardware.device import DecoderPlan, FusedStep, LayerWeights, RowStats, torch_row_stats
 
 MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type of the families this decoder runs
 # The families whose config.json `attention_bias` puts biases on q, k, v and o alike (Qwen2 has q/k/v biases alone,

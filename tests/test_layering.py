@@ -27,7 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The hardware layer's front door: the Device protocol, its value types and the backend registry; a backend's own
 # modules (torch_backend, wafer) are behind it.
-HARDWARE_INTERFACE = ("waferline.hardware", "waferline.hardware.device", "waferline.hardware.registry")
+HARDWARE_INTERFACE = (
+    "waferline.hardware",
+    "waferline.hardware.device",
+    "waferline.hardware.blocks",  # the GGUF block weights the engine hands to Device.place
+    "waferline.hardware.registry",
+)
 # The engine's, for the server: the Engine protocol and its request types, and the factory that builds one from the
 # options (which alone knows the engine classes, and names the backends the options offer).
 ENGINE_INTERFACE = ("waferline.engine.api", "waferline.engine.factory")
@@ -168,7 +173,7 @@ def tool():
     assert str(found[1]) == (
         "engine/bad.py:9: `from waferline.syntax.text import DocumentText`: engine/ may not import "
         "waferline.syntax.text (it may import: waferline.hardware, waferline.hardware.device, "
-        "waferline.hardware.registry)"
+        "waferline.hardware.blocks, waferline.hardware.registry)"
     )
     assert check_module("from waferline.benchmarks.lsp import run\n", "cli/demo.py")[0].line == 1
     assert check_module("from waferline.engine.factory import build_engine\n", "server/app.py") == []

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from waferline.engine.model import ModelArgs, rope_frequencies
-from waferline.hardware.device import BlockWeight, Weight
+from waferline.hardware.blocks import BlockWeight, Weight
 
 # model_type (config.json) <-> general.architecture (GGUF)
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
@@ -106,7 +106,7 @@ def from_gguf_rows(args: ModelArgs, hf: str, t: Weight) -> Weight:
     if args.model_type != "llama" or heads is None:
         return t
     if isinstance(t, BlockWeight):
-        # the rows' bytes moved by numpy, as BlockWeight's are at load (hardware/device.py)
+        # the rows' bytes moved by numpy, as BlockWeight's are at load (hardware/blocks.py)
         return t.with_rows(torch.from_numpy(_unpermute(t.rows().numpy(), heads)))
     return _unpermute(t, heads)
 

@@ -39,7 +39,7 @@ from waferline.engine.hf import from_hf, hf_weight_shape
 from waferline.engine.model import ModelArgs, Transformer
 from waferline.engine.tokenizer import SpecialTokens, Tokenizer
 from waferline.hardware import Device
-from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, Weight
+from waferline.hardware.blocks import BLOCK_FORMATS, BlockWeight, Weight
 
 CONTROL, USER_DEFINED = 3, 4  # gguf.TokenType values of tokens that are never split out of text
 FIM_TEMPLATE_KEY = "waferline.fim_template"  # written by engine/gguf/write.py: the FIM layout the model was trained on
@@ -124,7 +124,7 @@ class GgufFile:
 
     def weight(self, name: str) -> Tensor | BlockWeight:
         """One tensor as its GGUF blocks (one copy of the file's bytes, not expanded) when it is a matrix in a
-        block format a backend may read as it is (hardware/device.py's BLOCK_FORMATS), else as `tensor` gives it."""
+        block format a backend may read as it is (hardware/blocks.py's BLOCK_FORMATS), else as `tensor` gives it."""
         t = self.tensors[name]
         kind = t.tensor_type.name
         if kind not in BLOCK_FORMATS or kind == "F32" or len(t.shape) != 2:

@@ -22,7 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, DecoderPlan, KVRef, WeightRef, torch_row_stats
+from waferline.hardware.blocks import BLOCK_FORMATS, BlockWeight
+from waferline.hardware.device import DecoderPlan, KVRef, WeightRef, torch_row_stats
 from waferline.hardware.torch_backend import fused_library
 from waferline.hardware.torch_backend.fused_library import (
     DIMS,

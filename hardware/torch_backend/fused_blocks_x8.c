@@ -1,5 +1,5 @@
 /* The fused step's products on GGUF Q4_0, Q4_1, Q5_0 and Q8_0 rows placed 8 at a time interleaved
- * (BlockWeight.interleaved, hardware/device.py), where a row at a time leaves the product bound by its arithmetic
+ * (BlockWeight.interleaved, hardware/blocks.py), where a row at a time leaves the product bound by its arithmetic
  * rather than by memory: the 4- and 5-bit layouts wherever there is AVX2 (AVX2's multiply-add pairs, or with
  * AVX512-VNNI two chunks a multiply-add), Q8_0's with AVX512-VNNI. fused_blocks.c hands each group of 8 rows here
  * (wl_x8_dots); the input vectors are quantised there (wl_quantize_q8). */
@@ -32,7 +32,7 @@
  * 64-bit byte masks (at 16 + 8 m), then the q chunks as Q4_0_X8's. Mask m = 2 h + part selects the bytes of the
  * register of chunks 2 h and 2 h + 1 (AVX-512's w[m] below; part 0 the low nibbles, 1 the high ones) whose weight has
  * its fifth bit set: bit 4 L + k is lane L's byte k (row L of chunk 2 h, row L - 8 of chunk 2 h + 1), taken from bit
- * 4 c + k (+ 16 for the high nibbles) of the row's fifth bits when the weights are placed (device.py's
+ * 4 c + k (+ 16 for the high nibbles) of the row's fifth bits when the weights are placed (blocks.py's
  * Q5_0_X8_FIFTH). The selected bytes get 0x10, so q is 0..31: one masked add a register (AVX2: each chunk's 32 bits
  * of a mask spread to bytes, then or-ed in).
  * A block's 8 multiply-adds are summed in int16, Q4_0's and Q4_1's all 8 (16 products of 15 by 127 a lane: 30,480),

@@ -21,16 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from waferline.hardware.device import (
-    BlockWeight,
-    DecoderPlan,
-    FusedStep,
-    KVRef,
-    Placement,
-    Weight,
-    WeightRef,
-    x8_kinds,
-)
+from waferline.hardware.blocks import BlockWeight, Weight, x8_kinds
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
 from waferline.hardware.torch_backend import fused, fused_library, kernels
 from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, Weight, WeightRef
+from waferline.hardware.blocks import Weight
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
 from waferline.hardware.wafer import system
 from waferline.hardware.wafer.cost import COUNTER_KEYS, CostReport, report
 from waferline.hardware.wafer.spec import WaferSpec

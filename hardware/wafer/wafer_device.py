@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, Weight, WeightRef, dense
+from waferline.hardware.blocks import Weight, dense
+from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
 from waferline.hardware.wafer import attention, ops, system
 from waferline.hardware.wafer.cost import COUNTER_KEYS, Cost, CostReport, report
 from waferline.hardware.wafer.placement import (

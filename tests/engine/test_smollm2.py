@@ -29,7 +29,7 @@ from llama_cpp_support import ROOT, llama_cpp_bin, llama_server, post
 from waferline.engine.checkpoint import LoadedModel, load_model
 from waferline.engine.generate import generate
 from waferline.engine.kvcache import Session
-from waferline.hardware.device import X8_BASE
+from waferline.hardware.blocks import X8_BASE
 
 PROMPTS = (
     "def fibonacci(n):",
@@ -193,7 +193,7 @@ def test_the_q4_1_file_decodes_alike_in_llama_server(model: LoadedModel, q4_1: P
 def test_the_q4_1_file_runs_from_its_blocks_and_decodes_as_llama_server_does_for_a_stretch(
     native: LoadedModel, model: LoadedModel, q4_1: Path
 ) -> None:
-    from waferline.hardware.device import BlockWeight
+    from waferline.hardware.blocks import BlockWeight
 
     assert all(isinstance(layer.gate_up.payload, BlockWeight) for layer in native.model.layers)
     assert isinstance(native.model.embedding.payload, BlockWeight)  # Q8_0, also the tied head
@@ -210,7 +210,7 @@ def test_the_q4_1_file_runs_from_its_blocks_and_decodes_as_llama_server_does_for
 
 
 def test_a_q4_0_file_made_by_llama_quantize_runs_from_its_blocks_as_llama_server_does(q4_0: Path) -> None:
-    from waferline.hardware.device import BlockWeight
+    from waferline.hardware.blocks import BlockWeight
 
     native = load_model(q4_0)
     kinds = {kind for layer in native.model.layers for kind, _ in layer.gate_up.payload.segments}
@@ -226,7 +226,7 @@ def test_a_q4_0_file_made_by_llama_quantize_runs_from_its_blocks_as_llama_server
 
 
 def test_a_q4_k_m_file_made_by_llama_quantize_runs_from_its_blocks_as_llama_server_does(q4_k_m: Path) -> None:
-    from waferline.hardware.device import BlockWeight
+    from waferline.hardware.blocks import BlockWeight
 
     native = load_model(q4_k_m)
     kinds = {X8_BASE.get(kind, kind) for layer in native.model.layers for m in (layer.qkv, layer.down)

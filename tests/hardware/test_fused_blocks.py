@@ -20,7 +20,7 @@ from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
 from waferline.engine.generate import generate
 from waferline.engine.gguf.write import export_gguf
 from waferline.engine.kvcache import Session
-from waferline.hardware.device import BLOCK_FORMATS, BlockWeight, x8_deinterleave, x8_kinds
+from waferline.hardware.blocks import BLOCK_FORMATS, BlockWeight, x8_deinterleave, x8_kinds
 from waferline.hardware.torch_backend import fused, fused_library
 
 KINDS = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")

@@ -70,7 +70,7 @@ for weights, dtype in (("float", torch.float32), ("int8", torch.bfloat16)):
     assert all(bool(torch.isfinite(x).all()) for x in (rows, *steps)) and len(stats[0]) == 16
 import numpy as np
 from gguf import GGMLQuantizationType, quants
-from waferline.hardware.device import BlockWeight
+from waferline.hardware.blocks import BlockWeight
 g = np.random.default_rng(0)
 def block(k):
     q = quants.quantize(g.standard_normal((17, 96)).astype(np.float32), GGMLQuantizationType[k])
