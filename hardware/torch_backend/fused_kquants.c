@@ -96,8 +96,59 @@ void wl_kquant_dequantize_row(float *out, const uint8_t *row, int64_t kind, int6
     }
 }
 
+#if defined(__AVX2__)
+/* 32 floats times s, rounded to nearest even (the default rounding mode, as lrintf), capped at 127, as bytes in
+ * order; *sum0 and *sum1 get the sums of the first and last 16 */
+static inline void q8k_chunk(int8_t *restrict q, const float *restrict x, __m256 s, int16_t *sum0, int16_t *sum1) {
+    __m256i v[4];
+    for (int i = 0; i < 4; i++)
+        v[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(s, _mm256_loadu_ps(x + 8 * i))), _mm256_set1_epi32(127));
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256((__m256i *)(void *)q, _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    for (int h = 0; h < 2; h++) {
+        const __m256i t = _mm256_add_epi32(v[2 * h], v[2 * h + 1]);
+        __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0x4e));
+        u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0xb1));
+        *(h ? sum1 : sum0) = (int16_t)_mm_cvtsi128_si32(u);
+    }
+}
+
+/* The value of largest magnitude of x[0..256), the first one where several have it, as the scalar loop below finds
+ * it (NaNs passed over); 0 where all are 0 */
+static inline float q8k_max(const float *x) {
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 256; j += 8) m = _mm256_max_ps(_mm256_and_ps(abs, _mm256_loadu_ps(x + j)), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+    if (amax == 0.0f) return 0.0f;
+    const __m256 a = _mm256_set1_ps(amax);
+    for (int j = 0; j < 256; j += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(abs, _mm256_loadu_ps(x + j)), a, _CMP_EQ_OQ));
+        if (hit) return x[j + __builtin_ctz((unsigned)hit)];
+    }
+    return 0.0f; /* not reached */
+}
+#endif
+
 void wl_quantize_q8k(int8_t *restrict q, float *restrict d, int16_t *restrict bsum, const float *restrict x,
                      int64_t n) {
+#if defined(__AVX2__)
+    for (int64_t b = 0; b < n / 256; b++, x += 256, q += 256, bsum += 16) {
+        const float max = q8k_max(x);
+        if (max == 0.0f) {
+            d[b] = 0.0f;
+            memset(q, 0, 256);
+            memset(bsum, 0, 32);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int c = 0; c < 8; c++) q8k_chunk(q + 32 * c, x + 32 * c, _mm256_set1_ps(iscale), bsum + 2 * c, bsum + 2 * c + 1);
+        d[b] = 1.0f / iscale;
+    }
+#else
     for (int64_t b = 0; b < n / 256; b++, x += 256, q += 256, bsum += 16) {
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < 256; j++)
@@ -120,6 +171,7 @@ void wl_quantize_q8k(int8_t *restrict q, float *restrict d, int16_t *restrict bs
         }
         d[b] = 1.0f / iscale;
     }
+#endif
 }
 
 #if defined(__AVX2__)

@@ -117,6 +117,38 @@ def k_reference(x: np.ndarray, w: BlockWeight) -> np.ndarray:
     return xq @ w.dequantize().double().numpy().T
 
 
+def test_the_k_quant_activations_are_llama_cpps_q8_k_bit_for_bit() -> None:
+    """wl_quantize_q8k (vectorised where there is AVX2) against Q8_K written out in numpy: the first value of largest
+    magnitude sets the scale (a tie of +a and -a goes to whichever comes first), 0 blocks stay 0."""
+    import ctypes
+
+    lib = ctypes.CDLL(str(fused_library.compile_library()))
+    g = np.random.default_rng(7)
+    x = g.standard_normal((9, 256)).astype(np.float32)
+    x[1, 3], x[1, 200] = -5.0, 5.0  # the first of a tie is negative
+    x[2, 10], x[2, 11] = 5.0, -5.0  # and positive
+    x[3] = 0.0
+    x[4, :] = 0.0
+    x[4, 255] = -1e-30  # a lone tiny value, last in its block
+    x[5] *= 1e6
+    x[6] = np.round(x[6] * 4) / 4  # many values exactly half a step apart: rounding to even decides
+    x = x.reshape(-1)
+    q = np.zeros(x.size, np.int8)
+    d = np.zeros(x.size // 256, np.float32)
+    sums = np.zeros(x.size // 16, np.int16)
+    ptr = lambda a: ctypes.c_void_p(a.ctypes.data)  # noqa: E731
+    lib.wl_quantize_q8k(ptr(q), ptr(d), ptr(sums), ptr(x), ctypes.c_int64(x.size))
+    xb = x.reshape(-1, 256)
+    peak = xb[np.arange(len(xb)), np.abs(xb).argmax(axis=1)]
+    safe = np.where(peak != 0, peak, 1).astype(np.float32)
+    iscale = (np.float32(-127) / safe).astype(np.float32)
+    want = np.minimum(np.rint((xb * iscale[:, None]).astype(np.float32)), 127).astype(np.int8)
+    want[peak == 0] = 0
+    assert (q.reshape(-1, 256) == want).all()
+    assert (d == np.where(peak != 0, np.float32(1) / iscale, 0).astype(np.float32)).all()
+    assert (sums == want.reshape(-1, 16).astype(np.int32).sum(axis=1)).all()
+
+
 @pytest.mark.parametrize("kind", K_KINDS)
 @pytest.mark.parametrize("shape", K_SHAPES)
 def test_the_k_quant_product_is_llama_cpps_arithmetic(kind: str, shape: tuple[int, int]) -> None:
