@@ -6,6 +6,7 @@
  * fused_block_formats.c  GGUF's blocks of 32: sizes, values, and the 8-bit quantisation of the products' inputs
  * fused_blocks.c    the products on GGUF block-quantised weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as the file stores them
  * fused_kquants.c   the same for GGUF's K-quant super-blocks of 256 (Q4_K, Q5_K, Q6_K)
+ * fused_blocks_x8.c, fused_kquants_x8.c  the same on 8 rows interleaved (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K, Q6_K)
  * fused_attention.c one KV head's attention for the queries of n tokens
  * fused_math.c      the vectorised exp (softmax, SiLU), and each logits row's argmax and logsumexp
  * fused_step.c      the step itself: embedding, norms, rotary, the KV cache, the order of the layers
@@ -38,8 +39,10 @@ enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 =
 /* Q4_0, Q4_1, Q5_0 and Q8_0 with 8 rows interleaved (fused_blocks_x8.c says how): the file's bytes rearranged at
  * load where the product on them is built (waferline_blocks_x8()), never in a file */
 enum { BK_Q4_0_X8 = 102, BK_Q4_1_X8 = 103, BK_Q5_0_X8 = 106, BK_Q8_0_X8 = 108 };
-/* waferline_blocks_x8()'s bits: the 4- and 5-bit X8 products (AVX2), Q8_0_X8's (AVX512-VNNI) */
-enum { WL_X8_FOUR_BIT = 1, WL_X8_Q8_0 = 2 };
+/* Q4_K and Q6_K with 8 rows interleaved (fused_kquants_x8.c says how), likewise */
+enum { BK_Q4_K_X8 = 112, BK_Q6_K_X8 = 114 };
+/* waferline_blocks_x8()'s bits: the 4- and 5-bit X8 products (AVX2), Q8_0_X8's and the K-quants' (AVX512-VNNI) */
+enum { WL_X8_FOUR_BIT = 1, WL_X8_Q8_0 = 2, WL_X8_KQUANT = 4 };
 enum { EMB_BLOCKS = 16 };
 enum { WL_MAX_VECTORS = 16 }; /* vectors one wl_linear call takes (the step's tokens at once) */
 enum { WL_CHUNK_BYTES = 32768 }; /* weight bytes per chunk of a product handed to a thread (whole blocks of rows) */
@@ -109,17 +112,21 @@ static inline float wl_f16_at(const uint8_t *p) {
 }
 static inline int wl_is_kquant(int64_t kind) { return kind == BK_Q4_K || kind == BK_Q5_K || kind == BK_Q6_K; }
 static inline int wl_with_min(int64_t kind) { return kind == BK_Q4_1 || kind == BK_Q5_1; }
+static inline int wl_is_kx8(int64_t kind) { return kind == BK_Q4_K_X8 || kind == BK_Q6_K_X8; }
 static inline int wl_is_x8(int64_t kind) {
-    return kind == BK_Q4_0_X8 || kind == BK_Q4_1_X8 || kind == BK_Q5_0_X8 || kind == BK_Q8_0_X8;
+    return kind == BK_Q4_0_X8 || kind == BK_Q4_1_X8 || kind == BK_Q5_0_X8 || kind == BK_Q8_0_X8 || wl_is_kx8(kind);
 }
 
 /* -- fused_kquants.c ------------------------------------------------------------------------------------------------
  * An input vector quantised for K-quant products (llama.cpp's Q8_K): per 256 values q, the float scale d and the
- * sums of each 16 q. wl_kquant_dots: out[t] = row . v[t] for n vectors, a row of n_in / 256 super-blocks of kind. */
+ * sums of each 16 q; for the X8 layouts q spread (e) and -32 times the 16-sums (m32), by wl_kx8_spread (else NULL).
+ * wl_kquant_dots: out[t] = row . v[t] for n vectors, a row of n_in / 256 super-blocks of kind. */
 typedef struct {
     const int8_t *q;
     const float *d;
     const int16_t *bsum;
+    const int8_t *e;
+    const int32_t *m32;
 } wl_q8k_vec;
 int64_t wl_kquant_block_bytes(int64_t kind); /* bytes of one super-block; -1: not a K-quant */
 void wl_kquant_dequantize_row(float *out, const uint8_t *row, int64_t kind, int64_t n);
@@ -148,6 +155,15 @@ void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t 
  * register h holding q's 4-byte group 2 h in lanes 0..7 and group 2 h + 1 in lanes 8..15; whether this build reads
  * it (else it writes nothing and returns 0) */
 int64_t wl_x8_spread(int8_t *e, const int8_t *q, int64_t n);
+/* fused_kquants_x8.c: as wl_x8_dots for Q4_K_X8 / Q6_K_X8 groups of nsb super-blocks (the vectors' k.e set), and
+ * whether this build has that product (AVX512-VNNI) */
+void wl_kx8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nsb, float *y, int64_t ys,
+                 const float *bias);
+int64_t wl_kx8_built(void);
+/* e (8 n bytes) = q (n bytes) spread for those products: per block of 32 four registers of 64 bytes, register p
+ * holding q's 4-byte group p in lanes 0..7 and group p + 4 in lanes 8..15; m32 (2 n bytes) = -32 times each 16-sum,
+ * per block of 32 the first sum's 8 times, then the second's; whether this build reads them (else 0, nothing written) */
+int64_t wl_kx8_spread(int8_t *e, int32_t *m32, const int8_t *q, const int16_t *bsum, int64_t n);
 int64_t waferline_blocks_x8(void); /* which X8 layouts this build multiplies (WL_X8_* bits; the loader asks it) */
 
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */

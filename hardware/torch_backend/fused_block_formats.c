@@ -66,6 +66,8 @@ int64_t wl_block_row_bytes(int64_t kind, int64_t n_in) {
     case BK_Q4_K:
     case BK_Q5_K:
     case BK_Q6_K: return n_in % 256 ? -1 : n_in / 256 * wl_kquant_block_bytes(kind);
+    case BK_Q4_K_X8:
+    case BK_Q6_K_X8: return n_in % 256 ? -1 : n_in / 256 * wl_kquant_block_bytes(kind - 100);
     default: return -1;
     }
 }
@@ -107,6 +109,32 @@ void wl_block_table_row(float *out, const uint8_t *table, int64_t kind, int64_t 
     const int64_t bytes = wl_block_row_bytes(kind, n);
     if (!wl_is_x8(kind)) {
         wl_block_dequantize_row(out, table + index * bytes, kind, n);
+        return;
+    }
+    if (wl_is_kx8(kind)) { /* the fields of hardware/blocks.py's _k_fields, row r's copy of field f (w bytes) at
+                            * r w bytes past the 8 copies of the fields before it (fused_kquants_x8.c) */
+        const int64_t base = kind - 100, sb = wl_kquant_block_bytes(base), r = index % 8;
+        static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+        int64_t at[80], width[80], nf = 0;
+        if (base == BK_Q4_K) {
+            const int64_t head[5][2] = {{0, 2}, {2, 2}, {4, 4}, {8, 4}, {12, 4}};
+            for (int i = 0; i < 5; i++) at[nf] = head[i][0], width[nf++] = head[i][1];
+        }
+        const int64_t q_at = base == BK_Q4_K ? 16 : 0, q_chunks = base == BK_Q4_K ? 4 : 6; /* Q6_K: ql, then qh */
+        for (int64_t c = 0; c < q_chunks; c++)
+            for (int j = 0; j < 8; j++) at[nf] = q_at + 32 * c + 4 * order[j], width[nf++] = 4;
+        if (base == BK_Q6_K) {
+            for (int s = 0; s < 16; s++) at[nf] = 192 + s, width[nf++] = 1;
+            at[nf] = 208, width[nf++] = 2;
+        }
+        const uint8_t *group = table + index / 8 * 8 * bytes;
+        uint8_t blk[210];
+        for (int64_t b = 0; b < n / 256; b++) {
+            const uint8_t *g = group + 8 * sb * b;
+            for (int64_t f = 0, x = 0; f < nf; x += 8 * width[f], f++)
+                memcpy(blk + at[f], g + x + r * width[f], (size_t)width[f]);
+            wl_kquant_dequantize_row(out + 256 * b, blk, base, 256);
+        }
         return;
     }
     /* per block of the group: the 8 rows' heads (each 2-byte field of row r at 16 f + 2 r), then chunks of 32 bytes

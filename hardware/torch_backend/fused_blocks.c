@@ -341,7 +341,11 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
         }
 #endif
         if (wl_is_x8(kind)) { /* written straight into y, 8 outputs a store */
-            wl_x8_dots(kind, row, c->v, c->n, c->n_in / 32, c->y + o, c->ys, c->m->bias ? c->m->bias + o : NULL);
+            const float *b8 = c->m->bias ? c->m->bias + o : NULL;
+            if (wl_is_kx8(kind))
+                wl_kx8_dots(kind, row, c->v, c->n, c->n_in / 256, c->y + o, c->ys, b8);
+            else
+                wl_x8_dots(kind, row, c->v, c->n, c->n_in / 32, c->y + o, c->ys, b8);
             o += R;
             continue;
         }
@@ -374,7 +378,7 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
         const int64_t kind = table[1 + 2 * i], n = table[2 + 2 * i];
         if (n < 0 || (kind != BK_F32 && n_in % 32 != 0)) return 0;
         if (wl_block_row_bytes(kind, n_in) < 0) return 0;
-        const int64_t x8 = kind == BK_Q8_0_X8 ? WL_X8_Q8_0 : WL_X8_FOUR_BIT;
+        const int64_t x8 = kind == BK_Q8_0_X8 ? WL_X8_Q8_0 : wl_is_kx8(kind) ? WL_X8_KQUANT : WL_X8_FOUR_BIT;
         if (wl_is_x8(kind) && (!(waferline_blocks_x8() & x8) || rows % 8 != 0 || n % 8 != 0)) return 0; /* groups */
         rows += n;
     }
@@ -382,17 +386,18 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
 }
 
 /* Per vector: q and p (n_in bytes each), d, s, sum (12 bytes per 32), then the K-quants' q (n_in), d (4 per 256)
- * and sums (2 per 16), then e (8 n_in: q spread for the X8 products), each part starting at a multiple of 16 bytes */
+ * and sums (2 per 16), then e (8 n_in: q spread for the X8 products), then the K-quants' q spread likewise (8 n_in)
+ * and their 16-sums times -32 (2 n_in, wl_kx8_spread), each part starting at a multiple of 16 bytes */
 static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 int64_t wl_blocks_scratch_bytes(int64_t n_in) {
-    return 11 * up16(n_in) + up16(n_in / 32 * 12) + up16(n_in / 256 * 4) + up16(n_in / 16 * 2) + 64;
+    return 21 * up16(n_in) + up16(n_in / 32 * 12) + up16(n_in / 256 * 4) + up16(n_in / 16 * 2) + 64;
 }
 
 void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
                       int64_t threads) {
     const int64_t *table = (const int64_t *)(const void *)m->scale;
     blocks_ctx c = {.y = y, .ys = ys, .n = n, .n_in = m->n_in, .x = x, .xs = xs, .m = m, .segs = table[0]};
-    int64_t row = 0, offset = 0, blocks32 = 0, four_bit = 0, kquants = 0, x8 = 0;
+    int64_t row = 0, offset = 0, blocks32 = 0, four_bit = 0, kquants = 0, x8 = 0, kx8 = 0;
     for (int64_t i = 0; i < c.segs; i++) {
         c.kind[i] = table[1 + 2 * i];
         c.first[i] = row;
@@ -400,8 +405,9 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         c.row_bytes[i] = wl_block_row_bytes(c.kind[i], m->n_in);
         row += table[2 + 2 * i];
         offset += table[2 + 2 * i] * c.row_bytes[i];
-        kquants |= wl_is_kquant(c.kind[i]);
-        blocks32 |= c.kind[i] != BK_F32 && !wl_is_kquant(c.kind[i]);
+        kquants |= wl_is_kquant(c.kind[i]) || wl_is_kx8(c.kind[i]);
+        kx8 |= wl_is_kx8(c.kind[i]);
+        blocks32 |= c.kind[i] != BK_F32 && !wl_is_kquant(c.kind[i]) && !wl_is_kx8(c.kind[i]);
         four_bit |= c.kind[i] == BK_Q4_0 || c.kind[i] == BK_Q4_1;
         x8 |= wl_is_x8(c.kind[i]);
     }
@@ -416,15 +422,17 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         int32_t *sum = (int32_t *)(void *)(s + nb);
         float *dk = (float *)(void *)((uint8_t *)d + up16(nb * 12));
         int16_t *bsum = (int16_t *)(void *)((uint8_t *)dk + up16(m->n_in / 256 * 4));
-        int8_t *e = (int8_t *)(void *)((uint8_t *)bsum + up16(m->n_in / 16 * 2));
+        int8_t *e = (int8_t *)(void *)((uint8_t *)bsum + up16(m->n_in / 16 * 2)), *ek = e + 8 * up16(m->n_in);
         v[t] = (q8_vec){.q = q, .p = NULL, .e = NULL, .d = d, .s = s, .sum = sum,
-                        .k = {.q = qk, .d = dk, .bsum = bsum}};
+                        .k = {.q = qk, .d = dk, .bsum = bsum, .e = NULL, .m32 = NULL}};
         if (blocks32) {
             wl_quantize_q8(q, d, s, sum, x + t * xs, m->n_in);
             if (four_bit) reorder_q4(p, q, nb), v[t].p = p;
             if (x8 && wl_x8_spread(e, q, m->n_in)) v[t].e = e;
         }
         if (kquants) wl_quantize_q8k(qk, dk, bsum, x + t * xs, m->n_in);
+        int32_t *m32 = (int32_t *)(void *)(ek + 8 * up16(m->n_in));
+        if (kx8 && wl_kx8_spread(ek, m32, qk, bsum, m->n_in)) v[t].k.e = ek, v[t].k.m32 = m32;
     }
     c.v = v;
     const int64_t bytes = c.row_bytes[0] > 0 ? c.row_bytes[0] : 1;

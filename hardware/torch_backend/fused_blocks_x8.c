@@ -252,10 +252,10 @@ int64_t wl_x8_spread(int8_t *e, const int8_t *q, int64_t n) {
 }
 
 /* For the loader: which X8 layouts this build multiplies (fused.h's WL_X8_* bits): Q4_0_X8 / Q4_1_X8 / Q5_0_X8 with
- * AVX2, Q8_0_X8 with AVX512-VNNI too */
+ * AVX2, Q8_0_X8, Q4_K_X8 and Q6_K_X8 with AVX512-VNNI too */
 int64_t waferline_blocks_x8(void) {
 #ifdef BLOCKS_512
-    return WL_X8_FOUR_BIT | WL_X8_Q8_0;
+    return WL_X8_FOUR_BIT | WL_X8_Q8_0 | (wl_kx8_built() ? WL_X8_KQUANT : 0);
 #elif defined(BLOCKS_X8)
     return WL_X8_FOUR_BIT;
 #else

@@ -218,13 +218,20 @@ def test_a_table_the_product_cannot_read_is_refused() -> None:
         fused.blocks_linear(torch.ones(1, 64), bad)
 
 
-X8_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q8_0"]
+X8_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K"]
+
+
+def x8_weight(kind: str, rows: int, g: np.random.Generator, wide: bool = False) -> BlockWeight:
+    """A weight of `rows` rows to interleave: 96 inputs (576 wide) in blocks of 32, 512 (1536) in K-quants."""
+    if kind in K_KINDS:
+        return k_blocks(kind, (rows, 1536 if wide else 512), g)
+    return blocks(kind, g.standard_normal((rows, 576 if wide else 96)))
 
 
 @pytest.mark.parametrize("kind", X8_TYPES)
 def test_eight_rows_interleaved_are_the_same_bytes_and_the_same_weights(kind: str) -> None:
     g = np.random.default_rng(13)
-    w = blocks(kind, g.standard_normal((37, 96)))
+    w = x8_weight(kind, 37, g)
     x8 = w.interleaved(X8_TYPES)
     assert x8.segments == ((f"{kind}_X8", 32), (kind, 5))  # whole groups of 8; the last 5 rows as they are
     assert x8.nbytes == w.nbytes and not torch.equal(x8.data, w.data)
@@ -237,7 +244,7 @@ def test_eight_rows_interleaved_are_the_same_bytes_and_the_same_weights(kind: st
     assert torch.equal(x8.dequantize(), w.dequantize())
     # a segment that starts off a multiple of 8 stays as it is (a group never straddles a chunk of rows)
     other = "Q8_0" if kind != "Q8_0" else "Q4_0"
-    mixed = BlockWeight.cat([blocks(other, g.standard_normal((3, 96))), w]).interleaved(X8_TYPES)
+    mixed = BlockWeight.cat([blocks(other, g.standard_normal((3, w.shape[1]))), w]).interleaved(X8_TYPES)
     assert mixed.segments == ((other, 3), (kind, 37))
     assert w.interleaved([k for k in X8_TYPES if k != kind]) is w  # only the kinds asked for; nothing moved, no copy
 
@@ -247,7 +254,7 @@ def test_an_interleaved_tables_rows_are_its_rows(kind: str) -> None:
     """An embedding placed 8 rows interleaved (the tied head's bytes) is read a row at a time from its group: by the
     fused step (wl_block_table_row) and by `dequantize(rows)`, as the file's rows."""
     g = np.random.default_rng(29)
-    w = blocks(kind, g.standard_normal((48, 96)))
+    w = x8_weight(kind, 48, g)
     x8 = w.interleaved(X8_TYPES)
     assert x8.segments == ((f"{kind}_X8", 48),)
     rows = torch.tensor([0, 47, 9, 8, 15, 9, 30])
@@ -258,14 +265,15 @@ def test_an_interleaved_tables_rows_are_its_rows(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", X8_TYPES)
 def test_the_interleaved_product_is_the_rows_product(kind: str) -> None:
-    """Where this build has it (4-bit ones with AVX2, Q8_0 with AVX512-VNNI): the same integer dots, summed per row
-    lane in another float order; n vectors equal one at a time, 2 threads equal 1, bit for bit."""
+    """Where this build has it (4-bit ones with AVX2, Q8_0 and the K-quants with AVX512-VNNI): the same integer dots,
+    summed per row lane in another float order; n vectors equal one at a time, 2 threads equal 1, bit for bit."""
     lib = fused_library.library()
     assert lib is not None
     g = np.random.default_rng(17)
-    w = blocks(kind, g.standard_normal((300, 576)))
+    w = x8_weight(kind, 300, g, wide=True)
     x8 = w.interleaved(X8_TYPES)
-    x = torch.from_numpy(g.standard_normal((16, 576)).astype(np.float32))
+    x = torch.from_numpy(g.standard_normal((16, w.shape[1])).astype(np.float32))
+    x[3, 5] = -9.0  # a negative peak in a super-block
     if kind not in x8_kinds(int(lib.waferline_blocks_x8())):
         with pytest.raises(ValueError, match="refused"):  # a build without the product refuses the layout
             fused.blocks_linear(x, x8)
