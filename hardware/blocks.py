@@ -19,14 +19,17 @@ BLOCK_FORMATS = {
     "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
     # 8 rows interleaved at load (x8_interleave), never in a file
     "Q4_0_X8": (102, 32, 18), "Q4_1_X8": (103, 32, 20), "Q5_0_X8": (106, 32, 22), "Q8_0_X8": (108, 32, 34),
-    "Q4_K_X8": (112, 256, 144), "Q6_K_X8": (114, 256, 210),
+    "Q4_K_X8": (112, 256, 144), "Q5_K_X8": (113, 256, 176), "Q6_K_X8": (114, 256, 210),
 }  # fmt: skip
 X8_BASE = {"Q4_0_X8": "Q4_0", "Q4_1_X8": "Q4_1", "Q5_0_X8": "Q5_0", "Q8_0_X8": "Q8_0", "Q4_K_X8": "Q4_K",
-           "Q6_K_X8": "Q6_K"}  # fmt: skip  # an interleaved format's own
+           "Q5_K_X8": "Q5_K", "Q6_K_X8": "Q6_K"}  # fmt: skip  # an interleaved format's own
 # bytes before a block's q (16 bytes of 4-bit q, Q8_0's 32 signed bytes): d (m, or the fifth bits)
 X8_HEAD = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "Q8_0": 2}
+
+
 # The K-quants' super-blocks as the fields the X8 layouts hold side by side, in their order there ((file offset, bytes),
-# fused_kquants_x8.c): Q4_K's d, dmin, 3 words of scales and mins, then its 128 bytes of q; Q6_K's 128 bytes of low
+# fused_kquants_x8.c): Q4_K's d, dmin, 3 words of scales and mins, then its 128 bytes of q (Q5_K: its 32 bytes of
+# fifth bits first); Q6_K's 128 bytes of low
 # bits, 64 of high bits, 16 scales, d. The q bytes go in groups of 4, each 32 bytes' groups in the order 0, 4, 1, 5, 2,
 # 6, 3, 7: a 64-byte register of a group pair then holds the first 16 bytes of the 32 in its low half, the last 16 in
 # its high half (Q6_K: two sub-blocks of 16, each with its own scale).
@@ -34,21 +37,21 @@ def _k_fields(kind: str) -> list[tuple[int, int]]:
     def q_bytes(at: int, chunks: int) -> list[tuple[int, int]]:
         return [(at + 32 * c + 4 * g, 4) for c in range(chunks) for g in (0, 4, 1, 5, 2, 6, 3, 7)]
 
-    if kind == "Q4_K":
-        return [(0, 2), (2, 2), (4, 4), (8, 4), (12, 4), *q_bytes(16, 4)]
+    if kind in ("Q4_K", "Q5_K"):  # Q5_K: its 32 bytes of fifth bits, then the 128 of q
+        return [(0, 2), (2, 2), (4, 4), (8, 4), (12, 4), *q_bytes(16, 4 if kind == "Q4_K" else 5)]
     return [*q_bytes(0, 4), *q_bytes(128, 2), *((192 + s, 1) for s in range(16)), (208, 2)]
 
 
 def _k_x8_order(kind: str) -> np.ndarray:
-    """Byte i of a Q4_K_X8 / Q6_K_X8 super-block is byte order[i] of its 8 rows' super-blocks one after another: each
-    field of _k_fields, the 8 rows' copies side by side."""
+    """Byte i of a Q4_K_X8 / Q5_K_X8 / Q6_K_X8 super-block is byte order[i] of its 8 rows' super-blocks one after
+    another: each field of _k_fields, the 8 rows' copies side by side."""
     size = BLOCK_FORMATS[kind][2]
     return np.array([r * size + at + i for at, width in _k_fields(kind) for r in range(8) for i in range(width)])
 
 
-K_X8_ORDER = {kind: _k_x8_order(kind) for kind in ("Q4_K", "Q6_K")}
+K_X8_ORDER = {kind: _k_x8_order(kind) for kind in ("Q4_K", "Q5_K", "Q6_K")}
 # which formats a build's 8-row products take (waferline_blocks_x8()'s bits, fused.h): the 4- and 5-bit ones wherever
-# there is AVX2, Q8_0, Q4_K and Q6_K with AVX512-VNNI
+# there is AVX2, Q8_0 and the K-quants with AVX512-VNNI
 X8_KINDS = {1: ("Q4_0", "Q4_1", "Q5_0"), 2: ("Q8_0",), 4: tuple(K_X8_ORDER)}
 
 
@@ -63,7 +66,7 @@ def x8_interleave(rows: Tensor, kind: str) -> Tensor:
     m; Q5_0: then their fifth bits as four 64-bit byte masks, `Q5_0_X8_FIFTH`), then chunks of 32 bytes (4, Q8_0 8),
     chunk c holding bytes 4c..4c+3 of each row's q (fused_blocks_x8.c multiplies them).
 
-    Q4_K and Q6_K go to Q4_K_X8 / Q6_K_X8 (K_X8_ORDER).
+    Q4_K, Q5_K and Q6_K go to Q4_K_X8 / Q5_K_X8 / Q6_K_X8 (K_X8_ORDER).
 
     The bytes are moved by numpy (as every BlockWeight's are at load): a few copy loops, where torch's reshape,
     permute and cat touched several MiB of libtorch's code, resident after the load (docs/engine.md)."""
@@ -136,7 +139,9 @@ def _k_x8(rows: Tensor, kind: str, inverse: bool) -> Tensor:
         return torch.from_numpy(np.ascontiguousarray(side[..., order]).reshape(n, size))
     side = np.empty((n // 8, size // bs, 8 * bs), np.uint8)
     side[..., order] = rows.numpy().reshape(n // 8, size // bs, 8 * bs)
-    return torch.from_numpy(np.ascontiguousarray(side.reshape(n // 8, size // bs, 8, bs).transpose(0, 2, 1, 3)).reshape(n, size))
+    return torch.from_numpy(
+        np.ascontiguousarray(side.reshape(n // 8, size // bs, 8, bs).transpose(0, 2, 1, 3)).reshape(n, size)
+    )
 
 
 def _joined(parts: Sequence[Tensor]) -> Tensor:
@@ -185,9 +190,9 @@ class BlockWeight:
         return BlockWeight(data, (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
     def interleaved(self, kinds: Sequence[str] = ("Q4_0", "Q4_1", "Q5_0")) -> BlockWeight:
-        """The same weight with each segment of one of `kinds` (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) placed by whole groups of 8
-        rows (where the segment starts at a multiple of 8) as Q4_0_X8 / ... (x8_interleave), the rest as it is: the
-        same bytes, moved."""
+        """The same weight with each segment of one of `kinds` (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) placed by
+        whole groups of 8 rows (where the segment starts at a multiple of 8) as Q4_0_X8 / ... (x8_interleave), the
+        rest as it is: the same bytes, moved."""
         parts: list[Tensor] = []
         segments: list[tuple[str, int]] = []
         at = row = 0

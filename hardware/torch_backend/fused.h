@@ -6,7 +6,7 @@
  * fused_block_formats.c  GGUF's blocks of 32: sizes, values, and the 8-bit quantisation of the products' inputs
  * fused_blocks.c    the products on GGUF block-quantised weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as the file stores them
  * fused_kquants.c   the same for GGUF's K-quant super-blocks of 256 (Q4_K, Q5_K, Q6_K)
- * fused_blocks_x8.c, fused_kquants_x8.c  the same on 8 rows interleaved (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K, Q6_K)
+ * fused_blocks_x8.c, fused_kquants_x8.c  the same on 8 rows interleaved (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K, Q5_K, Q6_K)
  * fused_attention.c one KV head's attention for the queries of n tokens
  * fused_math.c      the vectorised exp (softmax, SiLU), and each logits row's argmax and logsumexp
  * fused_step.c      the step itself: embedding, norms, rotary, the KV cache, the order of the layers
@@ -39,8 +39,8 @@ enum { BK_F32 = 0, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 =
 /* Q4_0, Q4_1, Q5_0 and Q8_0 with 8 rows interleaved (fused_blocks_x8.c says how): the file's bytes rearranged at
  * load where the product on them is built (waferline_blocks_x8()), never in a file */
 enum { BK_Q4_0_X8 = 102, BK_Q4_1_X8 = 103, BK_Q5_0_X8 = 106, BK_Q8_0_X8 = 108 };
-/* Q4_K and Q6_K with 8 rows interleaved (fused_kquants_x8.c says how), likewise */
-enum { BK_Q4_K_X8 = 112, BK_Q6_K_X8 = 114 };
+/* Q4_K, Q5_K and Q6_K with 8 rows interleaved (fused_kquants_x8.c says how), likewise */
+enum { BK_Q4_K_X8 = 112, BK_Q5_K_X8 = 113, BK_Q6_K_X8 = 114 };
 /* waferline_blocks_x8()'s bits: the 4- and 5-bit X8 products (AVX2), Q8_0_X8's and the K-quants' (AVX512-VNNI) */
 enum { WL_X8_FOUR_BIT = 1, WL_X8_Q8_0 = 2, WL_X8_KQUANT = 4 };
 enum { EMB_BLOCKS = 16 };
@@ -112,7 +112,7 @@ static inline float wl_f16_at(const uint8_t *p) {
 }
 static inline int wl_is_kquant(int64_t kind) { return kind == BK_Q4_K || kind == BK_Q5_K || kind == BK_Q6_K; }
 static inline int wl_with_min(int64_t kind) { return kind == BK_Q4_1 || kind == BK_Q5_1; }
-static inline int wl_is_kx8(int64_t kind) { return kind == BK_Q4_K_X8 || kind == BK_Q6_K_X8; }
+static inline int wl_is_kx8(int64_t kind) { return kind == BK_Q4_K_X8 || kind == BK_Q5_K_X8 || kind == BK_Q6_K_X8; }
 static inline int wl_is_x8(int64_t kind) {
     return kind == BK_Q4_0_X8 || kind == BK_Q4_1_X8 || kind == BK_Q5_0_X8 || kind == BK_Q8_0_X8 || wl_is_kx8(kind);
 }
@@ -155,7 +155,7 @@ void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t 
  * register h holding q's 4-byte group 2 h in lanes 0..7 and group 2 h + 1 in lanes 8..15; whether this build reads
  * it (else it writes nothing and returns 0) */
 int64_t wl_x8_spread(int8_t *e, const int8_t *q, int64_t n);
-/* fused_kquants_x8.c: as wl_x8_dots for Q4_K_X8 / Q6_K_X8 groups of nsb super-blocks (the vectors' k.e set), and
+/* fused_kquants_x8.c: as wl_x8_dots for Q4_K_X8 / Q5_K_X8 / Q6_K_X8 groups of nsb super-blocks (the vectors' k.e set), and
  * whether this build has that product (AVX512-VNNI) */
 void wl_kx8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nsb, float *y, int64_t ys,
                  const float *bias);

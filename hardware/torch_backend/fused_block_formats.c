@@ -67,6 +67,7 @@ int64_t wl_block_row_bytes(int64_t kind, int64_t n_in) {
     case BK_Q5_K:
     case BK_Q6_K: return n_in % 256 ? -1 : n_in / 256 * wl_kquant_block_bytes(kind);
     case BK_Q4_K_X8:
+    case BK_Q5_K_X8:
     case BK_Q6_K_X8: return n_in % 256 ? -1 : n_in / 256 * wl_kquant_block_bytes(kind - 100);
     default: return -1;
     }
@@ -116,11 +117,12 @@ void wl_block_table_row(float *out, const uint8_t *table, int64_t kind, int64_t 
         const int64_t base = kind - 100, sb = wl_kquant_block_bytes(base), r = index % 8;
         static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
         int64_t at[80], width[80], nf = 0;
-        if (base == BK_Q4_K) {
+        if (base != BK_Q6_K) {
             const int64_t head[5][2] = {{0, 2}, {2, 2}, {4, 4}, {8, 4}, {12, 4}};
             for (int i = 0; i < 5; i++) at[nf] = head[i][0], width[nf++] = head[i][1];
         }
-        const int64_t q_at = base == BK_Q4_K ? 16 : 0, q_chunks = base == BK_Q4_K ? 4 : 6; /* Q6_K: ql, then qh */
+        /* Q5_K: qh, then qs; Q6_K: ql, then qh */
+        const int64_t q_at = base == BK_Q6_K ? 0 : 16, q_chunks = base == BK_Q4_K ? 4 : base == BK_Q5_K ? 5 : 6;
         for (int64_t c = 0; c < q_chunks; c++)
             for (int j = 0; j < 8; j++) at[nf] = q_at + 32 * c + 4 * order[j], width[nf++] = 4;
         if (base == BK_Q6_K) {
@@ -128,7 +130,7 @@ void wl_block_table_row(float *out, const uint8_t *table, int64_t kind, int64_t 
             at[nf] = 208, width[nf++] = 2;
         }
         const uint8_t *group = table + index / 8 * 8 * bytes;
-        uint8_t blk[210];
+        uint8_t blk[210]; /* the largest super-block, Q6_K's */
         for (int64_t b = 0; b < n / 256; b++) {
             const uint8_t *g = group + 8 * sb * b;
             for (int64_t f = 0, x = 0; f < nf; x += 8 * width[f], f++)

@@ -1,4 +1,4 @@
-/* The fused step's products on GGUF Q4_K and Q6_K rows placed 8 at a time interleaved (Q4_K_X8, Q6_K_X8;
+/* The fused step's products on GGUF Q4_K, Q5_K and Q6_K rows placed 8 at a time interleaved (Q4_K_X8, Q5_K_X8, Q6_K_X8;
  * BlockWeight.interleaved, hardware/blocks.py), with AVX512-VNNI: a row at a time (fused_kquants.c) a super-block's
  * unpacking and its scales cost more than its bytes take to arrive, 8 rows side by side they are shared by a
  * register's 8 rows. fused_blocks.c hands each group of 8 rows here (wl_kx8_dots); the input vectors are quantised
@@ -14,6 +14,8 @@
  *     32 + 32 k + 4 r), then the 128 bytes of q, 32 c .. 32 c + 31 (weights 64 c ..: low nibbles 64 c + l, high
  *     ones 64 c + 32 + l) in the registers at 128 + 256 c + 64 p: low nibbles against block 2 c's register p of the
  *     spread input, high nibbles against block 2 c + 1's.
+ *   Q5_K_X8, 1408 bytes: as Q4_K_X8 with the 32 bytes of fifth bits (qh) before the q (registers at 128 + 64 p, the
+ *     q's at 384 + 256 c + 64 p): bits 2 c and 2 c + 1 of qh's byte l the fifth bits of q byte l's two nibbles.
  *   Q6_K_X8, 1680 bytes: ql's 128 bytes (registers at 256 cc + 64 p), qh's 64 (at 1024 + 256 h + 64 p), the 16 scales
  *     (sub-block s of row r at 1536 + 8 s + r), the 8 d (at 1664 + 2 r). ql's 32 bytes cc = 2 h + s hold the low 4
  *     bits of weights 128 h + 32 s + l (low nibbles) and 128 h + 64 + 32 s + l (high ones), qh's 32 bytes h their
@@ -57,16 +59,19 @@ static inline void store_rows(float *y, int64_t ys, int64_t t0, int V, const __m
 /* a 16-lane int32 sum of two halves (lanes r and 8 + r both row r) as row r's 8 lanes */
 static inline __m256i halves(__m512i s) { return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)); }
 
+/* Q4_K_X8 (five = 0) and Q5_K_X8 (five = 1) */
 static inline __attribute__((always_inline)) void q4k_tile(const uint8_t *restrict g, const wl_q8_vec *v, int64_t t0,
                                                            const int V, int64_t nsb, float *y, int64_t ys,
-                                                           const float *b8) {
+                                                           const float *b8, const int five) {
+    const int64_t bytes = five ? 1408 : 1152, q_at = five ? 384 : 128;
     const __m512i low = _mm512_set1_epi8(0x0f), six = _mm512_set1_epi32(0x3f3f3f3f), byte = _mm512_set1_epi32(0xff);
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
     const __m512i four = _mm512_set1_epi32(0x0f0f0f0f), two = _mm512_set1_epi32(0x03030303);
     __m256 acc[4], mins[4];
     for (int t = 0; t < V; t++) acc[t] = mins[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
-        const uint8_t *blk = g + 1152 * b;
-        if (t0 == 0) prefetch_ahead(blk, 1152);
+        const uint8_t *blk = g + bytes * b;
+        if (t0 == 0) prefetch_ahead(blk, bytes);
         /* scales_mins (fused_kquants.c) for the 8 rows at once, row r in lanes r and 8 + r */
         const __m512i u0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 32)));
         const __m512i u1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 64)));
@@ -84,9 +89,16 @@ static inline __attribute__((always_inline)) void q4k_tile(const uint8_t *restri
         for (int c = 0; c < 4; c++) { /* weights 64 c ..: sub-blocks 2 c (low nibbles) and 2 c + 1 (high) */
             __m512i w[8];
             for (int h = 0; h < 4; h++) {
-                const __m512i raw = _mm512_loadu_si512((const void *)(blk + 128 + 256 * c + 64 * h));
+                const __m512i raw = _mm512_loadu_si512((const void *)(blk + q_at + 256 * c + 64 * h));
                 w[h] = _mm512_and_si512(raw, low);
                 w[4 + h] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+                if (five) { /* Q5_K: bits 2 c and 2 c + 1 of qh's byte, the fifth bits of the low and high nibble */
+                    const __m512i qh = _mm512_loadu_si512((const void *)(blk + 128 + 64 * h));
+                    const __m512i b0 = 2 * c <= 4 ? _mm512_slli_epi16(qh, 4 - 2 * c) : _mm512_srli_epi16(qh, 2 * c - 4);
+                    const __m512i b1 = 2 * c + 1 <= 4 ? _mm512_slli_epi16(qh, 3 - 2 * c) : _mm512_srli_epi16(qh, 2 * c - 3);
+                    w[h] = _mm512_or_si512(w[h], _mm512_and_si512(b0, bit4));
+                    w[4 + h] = _mm512_or_si512(w[4 + h], _mm512_and_si512(b1, bit4));
+                }
             }
             const __m512i s_lo = _mm512_and_si512(_mm512_srli_epi32(sc[c / 2], 16 * (c % 2)), byte);
             const __m512i s_hi = _mm512_and_si512(_mm512_srli_epi32(sc[c / 2], 16 * (c % 2) + 8), byte);
@@ -175,7 +187,16 @@ static inline __attribute__((always_inline)) void q6k_tile(const uint8_t *restri
         else if (n - t0 == 2) tile(g, v, t0, 2, nsb, y, ys, b8);                                                     \
         else if (n - t0 == 3) tile(g, v, t0, 3, nsb, y, ys, b8);                                                     \
     }
-KX8_GROUP(kx8_q4_k, q4k_tile)
+static inline __attribute__((always_inline)) void q4k(const uint8_t *g, const wl_q8_vec *v, int64_t t0, const int V,
+                                                      int64_t nsb, float *y, int64_t ys, const float *b8) {
+    q4k_tile(g, v, t0, V, nsb, y, ys, b8, 0);
+}
+static inline __attribute__((always_inline)) void q5k(const uint8_t *g, const wl_q8_vec *v, int64_t t0, const int V,
+                                                      int64_t nsb, float *y, int64_t ys, const float *b8) {
+    q4k_tile(g, v, t0, V, nsb, y, ys, b8, 1);
+}
+KX8_GROUP(kx8_q4_k, q4k)
+KX8_GROUP(kx8_q5_k, q5k)
 KX8_GROUP(kx8_q6_k, q6k_tile)
 #undef KX8_GROUP
 #endif
@@ -185,6 +206,8 @@ void wl_kx8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t
 #ifdef KX8
     if (kind == BK_Q4_K_X8)
         kx8_q4_k(group, v, n, nsb, y, ys, bias);
+    else if (kind == BK_Q5_K_X8)
+        kx8_q5_k(group, v, n, nsb, y, ys, bias);
     else if (kind == BK_Q6_K_X8)
         kx8_q6_k(group, v, n, nsb, y, ys, bias);
 #else

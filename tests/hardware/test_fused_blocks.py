@@ -218,7 +218,7 @@ def test_a_table_the_product_cannot_read_is_refused() -> None:
         fused.blocks_linear(torch.ones(1, 64), bad)
 
 
-X8_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K"]
+X8_TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K"]
 
 
 def x8_weight(kind: str, rows: int, g: np.random.Generator, wide: bool = False) -> BlockWeight:
