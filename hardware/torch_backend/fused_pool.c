@@ -40,11 +40,16 @@
 #define BACKOFF 16      /* the caller then runs alone for this many times the stall (at least BACKOFF_MIN_NS) */
 #define BACKOFF_MIN_NS 1000000
 
+/* claim, generation and done each on a cache line of its own: the spinning workers read generation, both threads
+ * swap claim once a chunk, and each adds to done once a product; on one line every swap took the line from the
+ * other core's reads (a perf profile of SmolLM2 Q4_K_M on 2 threads: 4% of the samples on the load after `done`'s
+ * increment, 8% on the workers' spin) */
 static struct {
-    _Atomic uint64_t claim; /* generation << 32 | index of the next chunk to hand out */
-    _Atomic uint32_t generation;
-    _Atomic int64_t done;   /* chunks finished in this generation */
-    _Atomic int sleepers;
+    _Alignas(64) _Atomic uint64_t claim; /* generation << 32 | index of the next chunk to hand out */
+    _Alignas(64) _Atomic uint32_t generation;
+    _Alignas(64) _Atomic int64_t done; /* chunks finished in this generation, added by each thread once it has none
+                                        * left to take (so the generation cannot end while a thread runs one) */
+    _Alignas(64) _Atomic int sleepers;
     _Atomic int busy;       /* a caller is inside wl_parallel */
     _Atomic int wanted;     /* workers that take part in this generation (ids below it) */
     _Atomic int64_t chunks; /* chunks in this generation */
@@ -65,13 +70,15 @@ static int64_t now_ns(void) {
 }
 
 /* Take and run chunks of generation g until none is left (or a newer generation began: then nothing is ours); returns
- * how many it ran. */
+ * how many it ran, which it has added to done. */
 static int64_t run_chunks(uint32_t g) {
     int64_t ran = 0;
     for (;;) {
         uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
-        if ((uint32_t)(c >> 32) != g) return ran;
-        if ((int64_t)(c & 0xffffffffu) >= atomic_load_explicit(&pool.chunks, memory_order_relaxed)) return ran;
+        if ((uint32_t)(c >> 32) != g || (int64_t)(c & 0xffffffffu) >= atomic_load_explicit(&pool.chunks, memory_order_relaxed)) {
+            if (ran > 0) atomic_fetch_add_explicit(&pool.done, ran, memory_order_release);
+            return ran;
+        }
         if (!atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel, memory_order_relaxed))
             continue;
         /* the chunk is ours, so generation g cannot end before we report it: fn, ctx and the sizes stay g's */
@@ -79,7 +86,6 @@ static int64_t run_chunks(uint32_t g) {
         const int64_t end = begin + pool.grain < pool.n_items ? begin + pool.grain : pool.n_items;
         pool.fn(pool.ctx, begin, end);
         ran++;
-        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
     }
 }
 
