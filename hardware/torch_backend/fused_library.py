@@ -42,7 +42,7 @@ SOURCES = tuple(
         "fused_pool.c",
     )
 )
-HEADER = Path(__file__).with_name("fused.h")
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("fused.h", "fused_attention_simd.h"))
 # -ffp-contract=off: no compiler-made fused multiply-adds, so that the vector and scalar forms of each sum round alike;
 # -Wall -Wextra: the sources build without a warning (tests/hardware/test_fused_build.py builds them with -Werror)
 CFLAGS = (
@@ -96,7 +96,7 @@ def compile_library(out_dir: Path | None = None) -> Path:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise RuntimeError("no C compiler found (set CC, or install gcc)")
-    source = b"".join(path.read_bytes() for path in (*SOURCES, HEADER))
+    source = b"".join(path.read_bytes() for path in (*SOURCES, *HEADERS))
     key = hashlib.sha256(source + " ".join(CFLAGS).encode() + compiler.encode() + _cpu_key().encode()).hexdigest()
     out_dir = out_dir or cache_dir()
     target = out_dir / f"fused_step-{key[:16]}.so"
