@@ -5,6 +5,7 @@
  * fused_packed.c    the int8 product on packed weights (small models: no reduction across lanes)
  * fused_block_formats.c  GGUF's blocks of 32: sizes, values, and the 8-bit quantisation of the products' inputs
  * fused_blocks.c    the products on GGUF block-quantised weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as the file stores them
+ * fused_blocks_matrix.c  a matrix of such rows: its segments, its vectors quantised, its rows shared between threads
  * fused_kquants.c   the same for GGUF's K-quant super-blocks of 256 (Q4_K, Q5_K, Q6_K)
  * fused_blocks_x8.c, fused_kquants_x8.c  the same on 8 rows interleaved (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K, Q5_K, Q6_K)
  * fused_attention.c one KV head's attention for the queries of n tokens
@@ -149,6 +150,13 @@ typedef struct {
 /* 8 rows of an X8 layout (a group: nb blocks) by n vectors: y[t * ys + r] = row r . v[t] (+ bias[r] where bias is
  * not NULL); does nothing where the build has no X8 product (waferline_blocks_x8() is 0, and such a table is
  * refused) */
+/* fused_blocks.c: whether rows of `kind` (blocks of 32, or float) are taken two at a time, their dots with n vectors
+ * (dots[r][t], r < R, R = 2 only where wl_rows32_pairs; x: the float vectors, xs apart, for float rows), and q
+ * reordered for the 4-bit rows (the vectors' p) */
+int wl_rows32_pairs(int64_t kind);
+void wl_rows32_dots(int64_t kind, const uint8_t *row, int64_t bytes, int R, const wl_q8_vec *v, const float *x,
+                    int64_t xs, int64_t n, int64_t n_in, float dots[2][WL_MAX_VECTORS]);
+void wl_reorder_q4(int8_t *p, const int8_t *q, int64_t nb);
 void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                 const float *bias);
 /* e (8 n bytes) = q (n bytes) spread for the AVX512-VNNI X8 products: per block of 32 four registers of 64 bytes,

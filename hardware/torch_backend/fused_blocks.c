@@ -1,4 +1,5 @@
-/* The fused step's products on GGUF block-quantised weights, read as the file stores them (W_BLOCKS).
+/* The fused step's products on GGUF block-quantised weights, read as the file stores them (W_BLOCKS): a row (or two)
+ * of blocks of 32 against the input vectors; fused_blocks_matrix.c takes a whole matrix through them.
  *
  * A matrix in block formats is its rows' bytes, one row after another, and a table of segments (consecutive rows of
  * one format: a fused q/k/v may mix Q4_K and Q6_K): int64 count, then per segment its format (ggml's type number,
@@ -306,159 +307,21 @@ static inline int tiled(int64_t kind) {
 #endif
 }
 
-enum { MAX_SEGMENTS = 8 };
-#ifndef PREFETCH_ROWS
-#define PREFETCH_ROWS 8
-#endif
+/* For fused_blocks_matrix.c (fused.h): whether rows of `kind` are taken two at a time, and their dots with n vectors
+ * (dots[r][t], r < R; R = 2 only where wl_rows32_pairs) */
+int wl_rows32_pairs(int64_t kind) { return tiled(kind); }
 
-typedef struct {
-    float *y;
-    int64_t ys, n, n_in;
-    const float *x; /* the float vectors (BK_F32 rows), xs apart */
-    int64_t xs;
-    const q8_vec *v; /* per vector, its quantised form */
-    const wl_matrix *m;
-    int64_t segs, kind[MAX_SEGMENTS], first[MAX_SEGMENTS + 1], offset[MAX_SEGMENTS], row_bytes[MAX_SEGMENTS];
-} blocks_ctx;
-
-static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
-    const blocks_ctx *c = (const blocks_ctx *)ctx_;
-    const uint8_t *base = (const uint8_t *)c->m->w;
-    int64_t s = 0;
-    for (int64_t o = begin; o < end;) {
-        while (o >= c->first[s + 1]) s++;
-        const int64_t kind = c->kind[s], bytes = c->row_bytes[s];
-        const uint8_t *row = base + c->offset[s] + (o - c->first[s]) * bytes;
-        /* two rows at a time where both are of this segment and go through rows_dots; 8 for the X8 layouts (chunks
-         * of a multiple of 16 rows, segments of whole groups at multiples of 8: a group is never split) */
-        const int R = wl_is_x8(kind) ? 8 : tiled(kind) && o + 1 < end && o + 1 < c->first[s + 1] ? 2 : 1;
-#if defined(__AVX2__)
-        /* the hardware's prefetch alone left the products waiting on memory (a model of ~100 MB streams from
-         * DRAM): fetch the rows PREFETCH_ROWS ahead while these compute */
-        if (!wl_is_x8(kind) && o + R + PREFETCH_ROWS <= end) {
-            const char *ahead = (const char *)row + PREFETCH_ROWS * bytes;
-            for (int64_t i = 0; i < R * bytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
-        }
-#endif
-        if (wl_is_x8(kind)) { /* written straight into y, 8 outputs a store */
-            const float *b8 = c->m->bias ? c->m->bias + o : NULL;
-            if (wl_is_kx8(kind))
-                wl_kx8_dots(kind, row, c->v, c->n, c->n_in / 256, c->y + o, c->ys, b8);
-            else
-                wl_x8_dots(kind, row, c->v, c->n, c->n_in / 32, c->y + o, c->ys, b8);
-            o += R;
-            continue;
-        }
-        float dots[2][WL_MAX_VECTORS];
-        if (wl_is_kquant(kind)) {
-            wl_q8k_vec k[WL_MAX_VECTORS];
-            for (int64_t t = 0; t < c->n; t++) k[t] = c->v[t].k;
-            wl_kquant_dots(kind, row, k, c->n, c->n_in, dots[0]);
-        }
+void wl_rows32_dots(int64_t kind, const uint8_t *row, int64_t bytes, int R, const wl_q8_vec *v, const float *x,
+                    int64_t xs, int64_t n, int64_t n_in, float dots[2][WL_MAX_VECTORS]) {
 #ifdef BLOCKS_DPBUSD
-        else if (tiled(kind)) {
-            const uint8_t *rows[2] = {row, row + bytes};
-            rows_dots(kind, rows, R, c->v, c->n, c->n_in, dots[0]);
-        }
+    if (tiled(kind)) {
+        const uint8_t *rows[2] = {row, row + bytes};
+        rows_dots(kind, rows, R, v, n, n_in, dots[0]);
+        return;
+    }
 #endif
-        else
-            for (int64_t t = 0; t < c->n; t++) dots[0][t] = row_dot(kind, row, &c->v[t], c->x + t * c->xs, c->n_in);
-        for (int r = 0; r < R; r++) {
-            const float bias = c->m->bias ? c->m->bias[o + r] : 0.0f;
-            for (int64_t t = 0; t < c->n; t++) c->y[t * c->ys + o + r] = dots[r][t] + bias;
-        }
-        o += R;
-    }
+    (void)bytes, (void)R;
+    for (int64_t t = 0; t < n; t++) dots[0][t] = row_dot(kind, row, &v[t], x + t * xs, n_in);
 }
 
-int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
-    if (table == NULL || table[0] < 1 || table[0] > MAX_SEGMENTS) return 0;
-    int64_t rows = 0;
-    for (int64_t i = 0; i < table[0]; i++) {
-        const int64_t kind = table[1 + 2 * i], n = table[2 + 2 * i];
-        if (n < 0 || (kind != BK_F32 && n_in % 32 != 0)) return 0;
-        if (wl_block_row_bytes(kind, n_in) < 0) return 0;
-        const int64_t x8 = kind == BK_Q8_0_X8 ? WL_X8_Q8_0 : wl_is_kx8(kind) ? WL_X8_KQUANT : WL_X8_FOUR_BIT;
-        if (wl_is_x8(kind) && (!(waferline_blocks_x8() & x8) || rows % 8 != 0 || n % 8 != 0)) return 0; /* groups */
-        rows += n;
-    }
-    return rows == n_out;
-}
-
-/* Per vector: q and p (n_in bytes each), d, s, sum (12 bytes per 32), then the K-quants' q (n_in), d (4 per 256)
- * and sums (2 per 16), then e (8 n_in: q spread for the X8 products), then the K-quants' q spread likewise (8 n_in)
- * and their 16-sums times -32 (2 n_in, wl_kx8_spread), each part starting at a multiple of 16 bytes */
-static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
-int64_t wl_blocks_scratch_bytes(int64_t n_in) {
-    return 21 * up16(n_in) + up16(n_in / 32 * 12) + up16(n_in / 256 * 4) + up16(n_in / 16 * 2) + 64;
-}
-
-void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t n, const wl_matrix *m, uint8_t *xq,
-                      int64_t threads) {
-    const int64_t *table = (const int64_t *)(const void *)m->scale;
-    blocks_ctx c = {.y = y, .ys = ys, .n = n, .n_in = m->n_in, .x = x, .xs = xs, .m = m, .segs = table[0]};
-    int64_t row = 0, offset = 0, blocks32 = 0, four_bit = 0, kquants = 0, x8 = 0, kx8 = 0;
-    for (int64_t i = 0; i < c.segs; i++) {
-        c.kind[i] = table[1 + 2 * i];
-        c.first[i] = row;
-        c.offset[i] = offset;
-        c.row_bytes[i] = wl_block_row_bytes(c.kind[i], m->n_in);
-        row += table[2 + 2 * i];
-        offset += table[2 + 2 * i] * c.row_bytes[i];
-        kquants |= wl_is_kquant(c.kind[i]) || wl_is_kx8(c.kind[i]);
-        kx8 |= wl_is_kx8(c.kind[i]);
-        blocks32 |= c.kind[i] != BK_F32 && !wl_is_kquant(c.kind[i]) && !wl_is_kx8(c.kind[i]);
-        four_bit |= c.kind[i] == BK_Q4_0 || c.kind[i] == BK_Q4_1;
-        x8 |= wl_is_x8(c.kind[i]);
-    }
-    c.first[c.segs] = row;
-    q8_vec v[WL_MAX_VECTORS];
-    const int64_t nb = m->n_in / 32, per = wl_blocks_scratch_bytes(m->n_in);
-    for (int64_t t = 0; t < n && (blocks32 || kquants); t++) {
-        uint8_t *at = xq + t * per;
-        int8_t *q = (int8_t *)at, *p = (int8_t *)(at + up16(m->n_in)), *qk = (int8_t *)(at + 2 * up16(m->n_in));
-        float *d = (float *)(void *)(at + 3 * up16(m->n_in)); /* xq and every part: multiples of 16 bytes */
-        float *s = d + nb;
-        int32_t *sum = (int32_t *)(void *)(s + nb);
-        float *dk = (float *)(void *)((uint8_t *)d + up16(nb * 12));
-        int16_t *bsum = (int16_t *)(void *)((uint8_t *)dk + up16(m->n_in / 256 * 4));
-        int8_t *e = (int8_t *)(void *)((uint8_t *)bsum + up16(m->n_in / 16 * 2)), *ek = e + 8 * up16(m->n_in);
-        v[t] = (q8_vec){.q = q, .p = NULL, .e = NULL, .d = d, .s = s, .sum = sum,
-                        .k = {.q = qk, .d = dk, .bsum = bsum, .e = NULL, .m32 = NULL}};
-        if (blocks32) {
-            wl_quantize_q8(q, d, s, sum, x + t * xs, m->n_in);
-            if (four_bit) reorder_q4(p, q, nb), v[t].p = p;
-            if (x8 && wl_x8_spread(e, q, m->n_in)) v[t].e = e;
-        }
-        if (kquants) wl_quantize_q8k(qk, dk, bsum, x + t * xs, m->n_in);
-        int32_t *m32 = (int32_t *)(void *)(ek + 8 * up16(m->n_in));
-        if (kx8 && wl_kx8_spread(ek, m32, qk, bsum, m->n_in)) v[t].k.e = ek, v[t].k.m32 = m32;
-    }
-    c.v = v;
-    const int64_t bytes = c.row_bytes[0] > 0 ? c.row_bytes[0] : 1;
-    wl_parallel(threads, block_rows, &c, m->n_out, (WL_CHUNK_BYTES / bytes + 15) / 16 * 16);
-}
-
-/* For tests and benchmarks: y (n x n_out, n_out apart) = W x for n vectors (n_in apart), W in block formats as the
- * step holds it. scratch: n * wl_blocks_scratch_bytes(n_in) bytes. Returns 1 (nothing done) for a bad table. */
-int waferline_blocks_linear(float *y, const float *x, int64_t n, const void *w, const int64_t *table, int64_t n_in,
-                            int64_t n_out, uint8_t *scratch, int64_t threads) {
-    if (n < 1 || n > WL_MAX_VECTORS || !wl_blocks_valid(table, n_in, n_out)) return 1;
-    const wl_matrix m = {.w = w, .scale = (const float *)(const void *)table, .rowsum = NULL, .bias = NULL,
-                         .n_in = n_in, .n_out = n_out, .fmt = W_BLOCKS};
-    wl_linear_blocks(y, n_out, x, n_in, n, &m, scratch, threads);
-    return 0;
-}
-
-/* For tests: out (n x n_in) = rows `rows` of a one-format block matrix of n_rows rows, dequantised as the step reads
- * an embedding's. Returns 1 (nothing done) for a format it does not read or a row out of range. */
-int waferline_blocks_rows(float *out, const void *w, int64_t kind, int64_t n_in, int64_t n_rows, const int64_t *rows,
-                          int64_t n) {
-    const int64_t bytes = wl_block_row_bytes(kind, n_in);
-    if (bytes < 0 || (kind != BK_F32 && n_in % 32 != 0)) return 1;
-    for (int64_t i = 0; i < n; i++)
-        if (rows[i] < 0 || rows[i] >= n_rows) return 1;
-    if (wl_is_x8(kind) && n_rows % 8 != 0) return 1;
-    for (int64_t i = 0; i < n; i++) wl_block_table_row(out + i * n_in, (const uint8_t *)w, kind, n_in, rows[i]);
-    return 0;
-}
+void wl_reorder_q4(int8_t *restrict p, const int8_t *restrict q, int64_t nb) { reorder_q4(p, q, nb); }

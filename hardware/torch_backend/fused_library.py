@@ -35,6 +35,7 @@ SOURCES = tuple(
         "fused_packed.c",
         "fused_block_formats.c",
         "fused_blocks.c",
+        "fused_blocks_matrix.c",
         "fused_kquants_x8.c",
         "fused_blocks_x8.c",
         "fused_kquants.c",
