@@ -37,11 +37,13 @@ static inline const float *kv_row(const void *kv, int64_t fmt, int64_t at, int64
 
 /* The nb (<= 16) cached rows at `at`, `at + D`, ... (keys) transposed into row[i * 16 + tt], zeros past nb. */
 static void key_block(float *restrict row, const void *kv, int64_t fmt, int64_t at, int64_t nb, int64_t D) {
-#ifdef __AVX512F__
+#ifdef ATTN_VEC
     if (ATTN_BF16_PAIRS(fmt, D)) {
         key_block_bf16(row, (const uint16_t *)kv + at, nb, D);
         return;
     }
+#endif
+#ifdef __AVX512F__
     if (D % 16 == 0) {
         for (int64_t c = 0; c < D; c += 16) {
             __m512 r[16];
@@ -169,7 +171,7 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
         }
         memset(out + t * os, 0, sizeof(float) * (size_t)(G * D));
     }
-#ifdef __AVX512F__
+#ifdef ATTN_VEC
     const int pairs = ATTN_BF16_PAIRS(fmt, D); /* bfloat16 rows read as pairs, the outputs split until the end */
 #else
     const int pairs = 0;
@@ -193,7 +195,6 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
                         o[r] = out + t * os + (j + r) * D;
                         for (int64_t p = 0; p < np; p++) wt[p * 4 + r] = scores[(t * G + j + r) * L + p0 + p];
                     }
-#ifdef __AVX512F__
                     if (pairs) {
                         const uint16_t *vh = (const uint16_t *)kv + vb + p0 * D;
                         switch (no) {
@@ -204,7 +205,6 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
                         }
                         continue;
                     }
-#endif
                     switch (no) {
                     case 1: add_weighted_rows_n(o, wt, 1, v, np, D); break;
                     case 2: add_weighted_rows_n(o, wt, 2, v, np, D); break;
@@ -216,7 +216,7 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
             for (; j < G; j++) add_weighted_rows(out + t * os + j * D, scores + (t * G + j) * L + p0, v, np, D);
         }
     }
-#ifdef __AVX512F__
+#ifdef ATTN_VEC
     if (pairs)
         for (int64_t t = 0; t < n; t++)
             for (int64_t j = 0; j < G; j++) unsplit_row(out + t * os + j * D, D);

@@ -182,6 +182,62 @@ static inline __attribute__((always_inline)) void add_weighted_rows_n(float *con
 #undef WROW
 #undef WSTORE
 #elif defined(ATTN_VEC)
+/* The bfloat16 kernels above for AVX2, head widths a multiple of 16: keys 8 positions' 8 pairs of elements at a time
+ * (an 8 x 8 transpose of 32-bit units), each pair split into its two floats; outputs kept split per 16 elements (8
+ * even, 8 odd), the value sums a multiply and an add as add_weighted_rows_n's below: the same floats as the scalar
+ * conversion and sums. */
+#define ATTN_BF16_PAIRS(fmt, D) ((fmt) == KV_BF16 && (D) % 16 == 0)
+
+static inline void key_block_bf16(float *restrict row, const uint16_t *k, int64_t nb, int64_t D) {
+    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+    for (int64_t c = 0; c < D; c += 16)
+        for (int64_t h = 0; h < 16; h += 8) {
+            __m256 r[8], t[8], s[8];
+            for (int64_t i = 0; i < 8; i++)
+                r[i] = h + i < nb ? _mm256_loadu_ps((const void *)(k + (h + i) * D + c)) : _mm256_setzero_ps();
+            for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+            for (int i = 0; i < 8; i += 4) {
+                s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+                s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+            }
+            for (int e = 0; e < 8; e++) { /* pair e of the 8 positions: elements c + 2 e and c + 2 e + 1 */
+                const __m256i pair = _mm256_castps_si256(_mm256_permute2f128_ps(s[e % 4], s[4 + e % 4], e < 4 ? 0x20 : 0x31));
+                _mm256_storeu_ps(row + (c + 2 * e) * 16 + h, _mm256_castsi256_ps(_mm256_slli_epi32(pair, 16)));
+                _mm256_storeu_ps(row + (c + 2 * e + 1) * 16 + h, _mm256_castsi256_ps(_mm256_and_si256(pair, high)));
+            }
+        }
+}
+
+static inline __attribute__((always_inline)) void add_weighted_bf16_n(float *const *o, const float *restrict wt,
+                                                                      const int NO, const uint16_t *v, int64_t np,
+                                                                      int64_t D) {
+    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+    for (int64_t c = 0; c < D; c += 16) {
+        __m256 even[4], odd[4];
+        for (int j = 0; j < NO; j++) even[j] = _mm256_loadu_ps(o[j] + c), odd[j] = _mm256_loadu_ps(o[j] + c + 8);
+        for (int64_t p = 0; p < np; p++) {
+            const __m256i pair = _mm256_loadu_si256((const __m256i *)(const void *)(v + p * D + c));
+            const __m256 ve = _mm256_castsi256_ps(_mm256_slli_epi32(pair, 16));
+            const __m256 vo = _mm256_castsi256_ps(_mm256_and_si256(pair, high));
+            for (int j = 0; j < NO; j++) {
+                const __m256 w = _mm256_set1_ps(wt[p * 4 + j]);
+                even[j] = _mm256_add_ps(even[j], _mm256_mul_ps(w, ve));
+                odd[j] = _mm256_add_ps(odd[j], _mm256_mul_ps(w, vo));
+            }
+        }
+        for (int j = 0; j < NO; j++) _mm256_storeu_ps(o[j] + c, even[j]), _mm256_storeu_ps(o[j] + c + 8, odd[j]);
+    }
+}
+
+static inline void unsplit_row(float *o, int64_t D) {
+    for (int64_t c = 0; c < D; c += 16) {
+        const __m256 even = _mm256_loadu_ps(o + c), odd = _mm256_loadu_ps(o + c + 8);
+        const __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+        _mm256_storeu_ps(o + c, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(o + c + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+}
+
 /* AVX2 forms of the two above, the same arithmetic as the scalar loops they stand in for on this build: NQ (<= 8)
  * queries' scores four at a time (each 16 scores in two registers, qt as above), and NO (<= 4) outputs' value sums
  * as a multiply and an add, as add_weighted_rows rounds them (AVX-512 builds fuse them; each build gives every step
