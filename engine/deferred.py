@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from waferline.engine import heap
 from waferline.engine.api import ChatRequest, ChatUnsupported, Completion, EditRequest, Engine, EngineInfo, ShouldCancel
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class DeferredEngine:
                 else:
                     self.engine = engine
             if self.engine is not None:
+                heap.settle()  # the chat model's objects too (engine/heap.py)
                 log.info("chat model loaded: %s", engine.describe().description)
         finally:
             self._ready.set()

@@ -33,9 +33,10 @@ HARDWARE_INTERFACE = (
     "waferline.hardware.blocks",  # the GGUF block weights the engine hands to Device.place
     "waferline.hardware.registry",
 )
-# The engine's, for the server: the Engine protocol and its request types, and the factory that builds one from the
-# options (which alone knows the engine classes, and names the backends the options offer).
-ENGINE_INTERFACE = ("waferline.engine.api", "waferline.engine.factory")
+# The engine's, for the server: the Engine protocol and its request types, the factory that builds one from the
+# options (which alone knows the engine classes, and names the backends the options offer), and what to do with the
+# heap a loaded engine leaves (engine/heap.py: the server's engine thread freezes it after each load).
+ENGINE_INTERFACE = ("waferline.engine.api", "waferline.engine.factory", "waferline.engine.heap")
 PRODUCT = (
     "waferline.server.*",
     "waferline.syntax.*",
