@@ -1,8 +1,8 @@
 /* The fused step's products on GGUF Q4_0, Q4_1, Q5_0 and Q8_0 rows placed 8 at a time interleaved
  * (BlockWeight.interleaved, hardware/blocks.py), where a row at a time leaves the product bound by its arithmetic
  * rather than by memory: the 4- and 5-bit layouts wherever there is AVX2 (AVX2's multiply-add pairs, or with
- * AVX512-VNNI two chunks a multiply-add), Q8_0's with AVX512-VNNI. fused_blocks.c hands each group of 8 rows here
- * (wl_x8_dots); the input vectors are quantised there (wl_quantize_q8). */
+ * AVX512-VNNI two chunks a multiply-add), Q8_0's with AVX512-VNNI. fused_blocks_matrix.c hands each group of 8 rows
+ * here (wl_x8_dots); the input vectors are quantised there (wl_quantize_q8). */
 #include <stdint.h>
 #include <string.h>
 

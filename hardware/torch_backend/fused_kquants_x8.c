@@ -1,8 +1,8 @@
 /* The fused step's products on GGUF Q4_K, Q5_K and Q6_K rows placed 8 at a time interleaved (Q4_K_X8, Q5_K_X8, Q6_K_X8;
  * BlockWeight.interleaved, hardware/blocks.py), with AVX512-VNNI: a row at a time (fused_kquants.c) a super-block's
  * unpacking and its scales cost more than its bytes take to arrive, 8 rows side by side they are shared by a
- * register's 8 rows. fused_blocks.c hands each group of 8 rows here (wl_kx8_dots); the input vectors are quantised
- * there (wl_quantize_q8k) and spread as the X8 products of blocks of 32 take them (wl_x8_spread).
+ * register's 8 rows. fused_blocks_matrix.c hands each group of 8 rows here (wl_kx8_dots); the input vectors are
+ * quantised there (wl_quantize_q8k) and spread for these products (wl_kx8_spread, below).
  *
  * Layouts (hardware/blocks.py, K_X8_ORDER): the file's super-blocks of 8 rows, each field of the super-block (a 2-byte
  * d, a 4-byte group of q ...) followed by the same field of the 7 other rows (row r's copy at r field widths on): the
