@@ -16,13 +16,6 @@
 
 #if defined(__AVX2__) && defined(__F16C__)
 #define BLOCKS_X8 1
-/* Bytes ahead the first tile of a group asks the memory for, three lines a block: the hardware's prefetch alone left
- * a one-token step's products waiting on DRAM (~11 GB/s of ~16). A SmolLM2 Q4_0 one-token step, 4 alternated runs of
- * each: 97-113 tok/s without, 108-121 at 4096 (2048 and 8192 in between); the earlier prefetch of the whole next
- * group at once, from block_rows, had slowed them. */
-#ifndef X8_PREFETCH
-#define X8_PREFETCH 4096
-#endif
 /* Q4_0_X8 / Q4_1_X8: 8 rows of Q4_0 or Q4_1 interleaved, per block of 32 inputs 144 (160) bytes: the 8 rows' d
  * (fp16, row r at 2 r), Q4_1 their m, then 4 chunks of 32 bytes, chunk c holding bytes 4 c .. 4 c + 3 of each row's
  * 16 bytes of q (row r at 4 r): the same bytes as 8 rows of the file, moved. In a chunk's low nibbles lane r holds
@@ -148,12 +141,7 @@ static inline __attribute__((always_inline)) void x8_tile(int64_t kind, const ui
     const int32_t zero = kind == BK_Q4_0_X8 ? 8 : kind == BK_Q5_0_X8 ? 16 : kind == BK_Q8_0_X8 ? 128 : 0;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
-#if X8_PREFETCH
-        if (t0 == 0) { /* the first tile reads the group from memory: ask for what comes X8_PREFETCH bytes on */
-            const char *ahead = (const char *)g + bb * b + X8_PREFETCH;
-            for (int64_t line = 0; line < bb; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-        }
-#endif
+        if (t0 == 0) wl_x8_prefetch(g + bb * b, bb); /* the first tile reads the group from memory */
 #ifdef BLOCKS_512
         __m512i w[4];
         const __m256 dw = x8_unpack512(kind, g + bb * b, w);

@@ -37,16 +37,8 @@
 #endif
 
 #ifdef KX8
-#ifndef X8_PREFETCH
-#define X8_PREFETCH 4096 /* as fused_blocks_x8.c: bytes ahead the first tile of a group asks for */
-#endif
-
 static inline __m512i spread(const wl_q8_vec *v, int64_t block32, int p) {
     return _mm512_loadu_si512((const void *)(v->k.e + 256 * block32 + 64 * p));
-}
-
-static inline void prefetch_ahead(const uint8_t *blk, int64_t bytes) {
-    for (int64_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)blk + X8_PREFETCH + line, _MM_HINT_T0);
 }
 
 /* the 8 rows' outputs of vectors t0 .. t0 + V - 1: acc - mins (+ bias) */
@@ -71,7 +63,7 @@ static inline __attribute__((always_inline)) void q4k_tile(const uint8_t *restri
     for (int t = 0; t < V; t++) acc[t] = mins[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *blk = g + bytes * b;
-        if (t0 == 0) prefetch_ahead(blk, bytes);
+        if (t0 == 0) wl_x8_prefetch(blk, bytes);
         /* scales_mins (fused_kquants.c) for the 8 rows at once, row r in lanes r and 8 + r */
         const __m512i u0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 32)));
         const __m512i u1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 64)));
@@ -141,7 +133,7 @@ static inline __attribute__((always_inline)) void q6k_tile(const uint8_t *restri
     for (int t = 0; t < V; t++) acc[t] = zero[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *blk = g + 1680 * b;
-        if (t0 == 0) prefetch_ahead(blk, 1680);
+        if (t0 == 0) wl_x8_prefetch(blk, 1680);
         __m512i tot[4];
         for (int t = 0; t < V; t++) tot[t] = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) { /* weights 128 h ..: blocks of 32 8 b + 4 h + k, sub-blocks 8 h + 2 k (+ 1) */
