@@ -5,8 +5,12 @@
  * layer, so a product must start on every core within a microsecond or two of the last one ending: workers spin on a
  * generation counter (with the CPU's pause hint) for SPIN_NS after their last chunk before they sleep on a condition
  * variable, so within a step, and between the steps of one completion, nobody sleeps; an idle server spins for one
- * millisecond and then costs nothing. Work is claimed chunk by chunk with one compare-and-swap on (generation, next
- * chunk), so a late worker can never take a chunk of a later product, and a preempted worker (a shared machine)
+ * millisecond and then costs nothing. Each product's chunks are shared out in contiguous parts, one per thread: a
+ * thread takes chunks from the front of its own part and, once that is empty, from the back of another's, one
+ * compare-and-swap on that part's word each (tagged with the generation, so that a late worker can never take a chunk
+ * of a later product). A part's word sits on a cache line of its own that only its owner touches until the end of the
+ * product, so a chunk costs a swap in the owner's cache rather than a line taken from the other core (with one word for
+ * all, swapped by both threads, a SmolLM2 Q4_1 step on 2 threads took 10% longer). A preempted worker (a shared machine)
  * delays nobody but the chunk it holds. A worker preempted in the middle of a chunk does delay the caller, who must
  * wait for that chunk; on a machine whose other cores are busy (more runnable threads than cores) that costs up to a
  * scheduler time slice (milliseconds) each time, so after such a stall the caller runs its products alone for
@@ -40,25 +44,24 @@
 #define BACKOFF 16      /* the caller then runs alone for this many times the stall (at least BACKOFF_MIN_NS) */
 #define BACKOFF_MIN_NS 1000000
 
-/* claim, generation and done each on a cache line of its own: the spinning workers read generation, both threads
- * swap claim once a chunk, and each adds to done once a product; on one line every swap took the line from the
- * other core's reads (a perf profile of SmolLM2 Q4_K_M on 2 threads: 4% of the samples on the load after `done`'s
+/* generation and done each on a cache line of its own (and each part's word, below): the spinning workers read
+ * generation, and each thread adds to done once a product; on one line every swap took the line from the other
+ * core's reads (a perf profile of SmolLM2 Q4_K_M on 2 threads: 4% of the samples on the load after `done`'s
  * increment, 8% on the workers' spin) */
 static struct {
-    _Alignas(64) _Atomic uint64_t claim; /* generation << 32 | index of the next chunk to hand out */
     _Alignas(64) _Atomic uint32_t generation;
     _Alignas(64) _Atomic int64_t done; /* chunks finished in this generation, added by each thread once it has none
                                         * left to take (so the generation cannot end while a thread runs one) */
     _Alignas(64) _Atomic int sleepers;
     _Atomic int busy;       /* a caller is inside wl_parallel */
     _Atomic int wanted;     /* workers that take part in this generation (ids below it) */
-    _Atomic int64_t chunks; /* chunks in this generation */
     int started;            /* workers created so far (only the caller of wl_parallel creates them) */
     int64_t alone_until;    /* after a stall, the time until which products run without the workers */
     int64_t stats[4];       /* products run: split between threads, alone after a stall, and stalls seen */
     wl_task fn;             /* fn, ctx and the sizes are read only by the holder of one of the generation's chunks */
     const void *ctx;
     int64_t n_items, grain;
+    int parts; /* threads the chunks are shared between: the caller and workers 0 .. parts - 2 */
     pthread_mutex_t lock;
     pthread_cond_t wake;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
@@ -69,24 +72,50 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Take and run chunks of generation g until none is left (or a newer generation began: then nothing is ours); returns
- * how many it ran, which it has added to done. */
-static int64_t run_chunks(uint32_t g) {
-    int64_t ran = 0;
+/* Each thread's part of a generation's chunks (the caller's is part 0, worker i's part i + 1): the generation's low
+ * PART_GEN_BITS bits, the next chunk to take from the front, and the end (exclusive), one word on a cache line of its
+ * own. A product has at most PART_MAX_CHUNKS chunks (wl_parallel makes them larger if need be). */
+enum { PART_BITS = 22, PART_GEN_BITS = 64 - 2 * PART_BITS };
+#define PART_MASK ((UINT64_C(1) << PART_BITS) - 1)
+#define PART_MAX_CHUNKS ((int64_t)PART_MASK)
+static struct {
+    _Alignas(64) _Atomic uint64_t w;
+} part[WL_MAX_THREADS];
+
+static inline uint64_t part_word(uint32_t g, int64_t begin, int64_t end) {
+    return ((uint64_t)g & ((UINT64_C(1) << PART_GEN_BITS) - 1)) << (2 * PART_BITS) | (uint64_t)begin << PART_BITS |
+           (uint64_t)end;
+}
+
+/* A chunk of generation g from part k: its first if k is the caller's own (`me`), else its last; -1 if none is left
+ * there or a newer generation began. A swap that succeeds on a word of g's tag takes a chunk of the generation now
+ * running, whichever that is (fn, ctx and the sizes are read after it), so the tag's few bits are enough. */
+static int64_t take(int k, int me, uint32_t g) {
+    uint64_t w = atomic_load_explicit(&part[k].w, memory_order_acquire);
     for (;;) {
-        uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
-        if ((uint32_t)(c >> 32) != g || (int64_t)(c & 0xffffffffu) >= atomic_load_explicit(&pool.chunks, memory_order_relaxed)) {
-            if (ran > 0) atomic_fetch_add_explicit(&pool.done, ran, memory_order_release);
-            return ran;
-        }
-        if (!atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel, memory_order_relaxed))
-            continue;
-        /* the chunk is ours, so generation g cannot end before we report it: fn, ctx and the sizes stay g's */
-        const int64_t begin = (int64_t)(c & 0xffffffffu) * pool.grain;
-        const int64_t end = begin + pool.grain < pool.n_items ? begin + pool.grain : pool.n_items;
-        pool.fn(pool.ctx, begin, end);
-        ran++;
+        const int64_t begin = (int64_t)(w >> PART_BITS & PART_MASK), end = (int64_t)(w & PART_MASK);
+        if ((w ^ part_word(g, 0, 0)) >> (2 * PART_BITS) || begin >= end) return -1;
+        const uint64_t next = k == me ? part_word(g, begin + 1, end) : part_word(g, begin, end - 1);
+        if (atomic_compare_exchange_weak_explicit(&part[k].w, &w, next, memory_order_acq_rel, memory_order_acquire))
+            return k == me ? begin : end - 1;
     }
+}
+
+/* Run chunks of generation g, as thread `me`, until none is left in any part (or a newer generation began: then nothing
+ * is ours); returns how many it ran, which it has added to done. */
+static int64_t run_chunks(uint32_t g, int me, int parts) {
+    int64_t ran = 0;
+    for (int i = 0; i < parts; i++) {
+        const int k = (me + i) % parts; /* its own part first, then the others' from the back */
+        for (int64_t c; (c = take(k, me, g)) >= 0; ran++) {
+            /* the chunk is ours, so generation g cannot end before we report it: fn, ctx and the sizes stay g's */
+            const int64_t begin = c * pool.grain;
+            const int64_t end = begin + pool.grain < pool.n_items ? begin + pool.grain : pool.n_items;
+            pool.fn(pool.ctx, begin, end);
+        }
+    }
+    if (ran > 0) atomic_fetch_add_explicit(&pool.done, ran, memory_order_release);
+    return ran;
 }
 
 static void *worker(void *arg) {
@@ -109,7 +138,7 @@ static void *worker(void *arg) {
             }
         }
         seen = g;
-        if (id < atomic_load_explicit(&pool.wanted, memory_order_relaxed)) run_chunks(g);
+        if (id < atomic_load_explicit(&pool.wanted, memory_order_relaxed)) run_chunks(g, id + 1, pool.parts);
     }
     return NULL;
 }
@@ -131,9 +160,10 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
     if (n_items <= 0) return;
     pthread_once(&once, register_fork_handler);
     if (grain < 1) grain = 1;
+    if ((n_items + grain - 1) / grain > PART_MAX_CHUNKS) grain = (n_items + PART_MAX_CHUNKS - 1) / PART_MAX_CHUNKS;
     const int64_t chunks = (n_items + grain - 1) / grain;
     int expected = 0;
-    if (threads <= 1 || chunks <= 1 || chunks >= 0xffffffffu ||
+    if (threads <= 1 || chunks <= 1 ||
         !atomic_compare_exchange_strong(&pool.busy, &expected, 1)) {
         fn(ctx, 0, n_items); /* one thread, one chunk, or another caller holds the pool: run it here */
         return;
@@ -160,13 +190,12 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
         pool.started++;
     }
     const uint32_t g = atomic_load(&pool.generation) + 1;
-    /* close the last generation first: a worker that read its (exhausted) claim word now fails its swap */
-    atomic_store(&pool.claim, (uint64_t)g << 32 | 0xffffffffu);
-    pool.fn = fn, pool.ctx = ctx, pool.n_items = n_items, pool.grain = grain;
-    atomic_store(&pool.chunks, chunks);
+    pool.fn = fn, pool.ctx = ctx, pool.n_items = n_items, pool.grain = grain, pool.parts = want + 1;
     atomic_store(&pool.wanted, want);
     atomic_store(&pool.done, 0);
-    atomic_store(&pool.claim, (uint64_t)g << 32);
+    for (int k = 0; k <= want; k++) /* a late worker's swap on the last generation's word now fails */
+        atomic_store_explicit(&part[k].w, part_word(g, chunks * k / (want + 1), chunks * (k + 1) / (want + 1)),
+                              memory_order_relaxed);
     atomic_store(&pool.generation, g); /* publishes everything above to the workers */
     if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.lock);
@@ -174,7 +203,7 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
         pthread_mutex_unlock(&pool.lock);
     }
     const int64_t t0 = now_ns();
-    const int64_t ran = run_chunks(g);
+    const int64_t ran = run_chunks(g, 0, want + 1);
     const int64_t t1 = now_ns();
     for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
         CPU_RELAX(); /* a chunk still running elsewhere: at most one chunk's time, unless its thread was preempted */

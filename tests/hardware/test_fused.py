@@ -338,6 +338,29 @@ def test_the_read_probe_reads_every_byte(compiled: None) -> None:
     assert fused_library.read_seconds(bufs, threads=2, repeats=2) > 0
 
 
+def test_the_pool_runs_every_chunk_once_whatever_the_threads(compiled: None) -> None:
+    """wl_parallel shares a product's chunks out in one part per thread, each thread taking from the front of its own
+    and then from the back of the others': through the read probe (one product per buffer, each chunk adding its
+    bytes to a checksum), a chunk taken twice or by nobody changes the sum. Many products in a row, on more threads
+    than cores too, so that workers arrive late, steal, and find their part already taken."""
+    import ctypes
+
+    lib = fused_library.library()
+    assert lib is not None
+    g = torch.Generator().manual_seed(1)
+    sizes_ = (65536 * 2 + 5, 65536 * 37 + 11, 3 << 20)
+    bufs = [torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for n in sizes_]
+    expected = 0
+    for b in bufs:
+        words = len(b) // 8
+        expected += int(b[: words * 8].view(torch.int64).sum()) + int(b[words * 8 :].sum())
+    ptrs = (ctypes.c_void_p * len(bufs))(*(b.data_ptr() for b in bufs))
+    sizes = torch.tensor([len(b) for b in bufs], dtype=torch.int64)
+    for _ in range(40):
+        for threads in (2, 3, 5, 8):
+            assert lib.waferline_read(ptrs, sizes.data_ptr(), len(bufs), threads) == expected % (1 << 64)
+
+
 def test_two_callers_at_once_get_the_same_logits(compiled: None, monkeypatch: Any) -> None:
     """Two models stepped from two Python threads at once (ctypes lets go of the GIL): one of them holds the worker
     threads, the other runs its step alone, and both get what they get one after the other."""
