@@ -192,9 +192,46 @@ static inline float q8_block_avx2(int8_t *restrict q, int32_t *restrict total, c
 }
 #endif
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+/* 16 blocks of 32 as q8_block_avx2 and the loop below quantise them, 16 at a time in AVX-512 (the blocks' maxima,
+ * divisions, sums and half-precision roundings side by side): the same bytes and floats, in a quarter of the time
+ * (the step quantises each product's input on one thread, between products). */
+static void q8_blocks16_avx512(int8_t *restrict q, float *restrict d, float *restrict s, int32_t *restrict sum,
+                               const float *restrict x) {
+    float am[16];
+    for (int k = 0; k < 16; k++) { /* NaN ignored: max_ps keeps its second operand */
+        const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + 32 * k)), b = _mm512_abs_ps(_mm512_loadu_ps(x + 32 * k + 16));
+        am[k] = _mm512_reduce_max_ps(_mm512_max_ps(b, _mm512_max_ps(a, _mm512_setzero_ps())));
+    }
+    const __m512 amax = _mm512_loadu_ps(am);
+    const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
+    float id[16];
+    _mm512_storeu_ps(id, _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax));
+    int32_t t[16];
+    for (int k = 0; k < 16; k++) {
+        __m512i i[2];
+        for (int h = 0; h < 2; h++) {
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 32 * k + 16 * h), _mm512_set1_ps(id[k]));
+            i[h] = _mm512_maskz_cvtps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* to nearest even, NaN 0 */
+            _mm_storeu_si128((__m128i *)(void *)(q + 32 * k + 16 * h), _mm512_cvtsepi32_epi8(i[h]));
+        }
+        t[k] = _mm512_reduce_add_epi32(_mm512_add_epi32(i[0], i[1]));
+    }
+    const __m512 db = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    const __m512 ts = _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)t));
+    _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_cvtps_ph(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    _mm512_storeu_ps(s, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(db, ts), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    memcpy(sum, t, sizeof t);
+}
+#endif
+
 void wl_quantize_q8(int8_t *restrict q, float *restrict d, float *restrict s, int32_t *restrict sum,
                     const float *restrict x, int64_t n) {
-    for (int64_t b = 0; b < n / 32; b++) {
+    int64_t b = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    for (; b + 16 <= n / 32; b += 16) q8_blocks16_avx512(q + 32 * b, d + b, s + b, sum + b, x + 32 * b);
+#endif
+    for (; b < n / 32; b++) {
         const float *xb = x + 32 * b;
 #if defined(__AVX2__)
         int32_t t;

@@ -117,6 +117,43 @@ def k_reference(x: np.ndarray, w: BlockWeight) -> np.ndarray:
     return xq @ w.dequantize().double().numpy().T
 
 
+def test_the_blocks_of_32_activations_are_the_same_bytes_as_written_out_in_numpy() -> None:
+    """wl_quantize_q8 (16 blocks at a time in AVX-512, one at a time in AVX2 or scalar code): per block of 32, amax the
+    largest magnitude (NaN ignored), q = x * (127 / amax) rounded to even (NaN 0), d = amax / 127 and s = d * sum(q),
+    both rounded to half precision. 37 blocks: two groups of 16 and 5 left over, with zeros, ties, NaN and infinity."""
+    import ctypes
+
+    lib = ctypes.CDLL(str(fused_library.compile_library()))
+    g = np.random.default_rng(11)
+    x = g.standard_normal((37, 32)).astype(np.float32)
+    x[1] = 0.0
+    x[2] = np.round(x[2] * 4) / 4  # values half a step apart: rounding to even decides
+    x[3, 5] = np.nan
+    x[4, 31] = np.inf
+    x[17, 19] = np.nan  # in the second group of 16, the second half of its block
+    x[18] *= 1e4
+    x[20] *= 1e-30
+    x[36, 7] = -9.0  # in the blocks left over
+    flat = x.reshape(-1)
+    q = np.zeros(flat.size, np.int8)
+    d, sv = np.zeros(37, np.float32), np.zeros(37, np.float32)
+    sums = np.zeros(37, np.int32)
+    ptr = lambda a: ctypes.c_void_p(a.ctypes.data)  # noqa: E731
+    lib.wl_quantize_q8(ptr(q), ptr(d), ptr(sv), ptr(sums), ptr(flat), ctypes.c_int64(flat.size))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        amax = np.where(np.isnan(x), 0, np.abs(x)).max(axis=1).astype(np.float32)
+        iscale = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+        v = (x * iscale[:, None]).astype(np.float32)
+        want = np.where(np.isnan(v), 0, np.rint(np.nan_to_num(v))).astype(np.int32)
+        db = (amax / np.float32(127)).astype(np.float32)
+        total = want.sum(axis=1)
+        want_s = (db * total.astype(np.float32)).astype(np.float32).astype(np.float16).astype(np.float32)
+    assert (q.reshape(37, 32) == want).all()
+    assert (sums == total).all()
+    assert (d == db.astype(np.float16).astype(np.float32)).all()
+    assert np.array_equal(sv, want_s, equal_nan=True)
+
+
 def test_the_k_quant_activations_are_llama_cpps_q8_k_bit_for_bit() -> None:
     """wl_quantize_q8k (vectorised where there is AVX2) against Q8_K written out in numpy: the first value of largest
     magnitude sets the scale (a tie of +a and -a goes to whichever comes first), 0 blocks stay 0."""
