@@ -3,7 +3,9 @@
  * the K-quants, spread for the 8-row layouts), and its rows shared between threads in chunks, each row (two, or a
  * group of 8) handed to the product for its format: fused_blocks.c (blocks of 32), fused_blocks_x8.c and
  * fused_kquants_x8.c (8 rows interleaved), fused_kquants.c (K-quant rows). */
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fused.h"
@@ -23,13 +25,55 @@ typedef struct {
     int64_t ys, n, n_in;
     const float *x; /* the float vectors (BK_F32 rows), xs apart */
     int64_t xs;
-    const q8_vec *v; /* per vector, its quantised form */
+    const q8_vec *v; /* per vector, its quantised form (spread, where the rows need it, for the calling thread) */
     const wl_matrix *m;
+    uint64_t call;     /* this product's number among all products of blocks (a thread's own spread is for one) */
+    int x8, kx8;       /* whether the vectors' spread forms are read */
     int64_t segs, kind[MAX_SEGMENTS], first[MAX_SEGMENTS + 1], offset[MAX_SEGMENTS], row_bytes[MAX_SEGMENTS];
 } blocks_ctx;
 
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* The spread forms of the input vectors (wl_x8_spread, wl_kx8_spread) are 8 times the bytes of the quantised vector.
+ * The calling thread spreads them into the step's scratch, where they stay in its own cache; every other thread that
+ * takes a chunk spreads them again, once a product, into a buffer of its own, from the quantised vector (an eighth of
+ * the bytes): read from the caller's scratch, they were 4.6 KB to 12 KB a product taken from the other core's cache,
+ * and writing them there took the lines back from the threads that read them in the product before. */
+static _Thread_local struct {
+    uint64_t call; /* the product whose vectors `v` holds (0: none) */
+    q8_vec v[WL_MAX_VECTORS];
+    int8_t *buf;
+    int64_t cap;
+} own;
+static _Atomic uint64_t calls;
+
+static const q8_vec *thread_vectors(const blocks_ctx *c) {
+    if (!c->x8 && !c->kx8) return c->v;
+    if (own.call == c->call) return own.v;
+    const int64_t n8 = 8 * up16(c->n_in), per = 2 * n8 + 2 * up16(c->n_in); /* e, the K-quants' e, m32 */
+    if (per * c->n > own.cap) {
+        int8_t *buf = aligned_alloc(64, (size_t)(per * c->n));
+        if (buf == NULL) return c->v; /* the caller's spread forms: slower, the same numbers */
+        free(own.buf);
+        own.buf = buf, own.cap = per * c->n;
+    }
+    for (int64_t t = 0; t < c->n; t++) {
+        own.v[t] = c->v[t];
+        int8_t *e = own.buf + t * per;
+        if (c->x8) wl_x8_spread(e, c->v[t].q, c->n_in), own.v[t].e = e;
+        if (c->kx8) {
+            int32_t *m32 = (int32_t *)(void *)(e + 2 * n8);
+            wl_kx8_spread(e + n8, m32, c->v[t].k.q, c->v[t].k.bsum, c->n_in);
+            own.v[t].k.e = e + n8, own.v[t].k.m32 = m32;
+        }
+    }
+    own.call = c->call;
+    return own.v;
+}
+
 static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
     const blocks_ctx *c = (const blocks_ctx *)ctx_;
+    const q8_vec *vecs = thread_vectors(c);
     const uint8_t *base = (const uint8_t *)c->m->w;
     int64_t s = 0;
     for (int64_t o = begin; o < end;) {
@@ -50,9 +94,9 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
         if (wl_is_x8(kind)) { /* written straight into y, 8 outputs a store */
             const float *b8 = c->m->bias ? c->m->bias + o : NULL;
             if (wl_is_kx8(kind))
-                wl_kx8_dots(kind, row, c->v, c->n, c->n_in / 256, c->y + o, c->ys, b8);
+                wl_kx8_dots(kind, row, vecs, c->n, c->n_in / 256, c->y + o, c->ys, b8);
             else
-                wl_x8_dots(kind, row, c->v, c->n, c->n_in / 32, c->y + o, c->ys, b8);
+                wl_x8_dots(kind, row, vecs, c->n, c->n_in / 32, c->y + o, c->ys, b8);
             o += R;
             continue;
         }
@@ -89,7 +133,6 @@ int wl_blocks_valid(const int64_t *table, int64_t n_in, int64_t n_out) {
 /* Per vector: q and p (n_in bytes each), d, s, sum (12 bytes per 32), then the K-quants' q (n_in), d (4 per 256)
  * and sums (2 per 16), then e (8 n_in: q spread for the X8 products), then the K-quants' q spread likewise (8 n_in)
  * and their 16-sums times -32 (2 n_in, wl_kx8_spread), each part starting at a multiple of 16 bytes */
-static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 int64_t wl_blocks_scratch_bytes(int64_t n_in) {
     return 21 * up16(n_in) + up16(n_in / 32 * 12) + up16(n_in / 256 * 4) + up16(n_in / 16 * 2) + 64;
 }
@@ -136,6 +179,12 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         if (kx8 && wl_kx8_spread(ek, m32, qk, bsum, m->n_in)) v[t].k.e = ek, v[t].k.m32 = m32;
     }
     c.v = v;
+    c.x8 = n > 0 && v[0].e != NULL, c.kx8 = n > 0 && v[0].k.e != NULL;
+    c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
+    if (c.x8 || c.kx8) { /* this thread's chunks read the spread forms it has just written */
+        own.call = c.call;
+        memcpy(own.v, v, sizeof(q8_vec) * (size_t)n);
+    }
     const int64_t bytes = c.row_bytes[0] > 0 ? c.row_bytes[0] : 1;
     wl_parallel(threads, block_rows, &c, m->n_out, (WL_CHUNK_BYTES / bytes + 15) / 16 * 16);
 }
