@@ -318,23 +318,34 @@ def test_greedy_tokens_through_the_threaded_step_equal_the_per_op_path(
     assert texts[1] == texts[0] and texts[2] == texts[0]
 
 
-def test_the_read_probe_reads_every_byte(compiled: None) -> None:
-    """The roofline's read (waferline_read) covers each buffer to its last byte, whatever the size and threads: its
-    checksum is the sum of the buffers' 8-byte words plus their trailing bytes."""
+def _read_probe(sizes: tuple[int, ...], seed: int) -> tuple[Any, int, list[torch.Tensor]]:
+    """waferline_read over random buffers of these sizes, as read(threads) -> checksum; the checksum it must give (the
+    sum of the buffers' 8-byte words plus their trailing bytes, mod 2^64); the buffers."""
     import ctypes
 
     lib = fused_library.library()
     assert lib is not None
-    g = torch.Generator().manual_seed(0)
-    bufs = [torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for n in (1, 7, 4096, 4103, 70001, 300000)]
+    g = torch.Generator().manual_seed(seed)
+    bufs = [torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for n in sizes]
     expected = 0
     for b in bufs:
         words = len(b) // 8
         expected += int(b[: words * 8].view(torch.int64).sum()) + int(b[words * 8 :].sum())
     ptrs = (ctypes.c_void_p * len(bufs))(*(b.data_ptr() for b in bufs))
-    sizes = torch.tensor([len(b) for b in bufs], dtype=torch.int64)
+    lengths = torch.tensor([len(b) for b in bufs], dtype=torch.int64)
+
+    def read(threads: int) -> int:
+        return int(lib.waferline_read(ptrs, lengths.data_ptr(), len(bufs), threads))
+
+    return read, expected % (1 << 64), bufs
+
+
+def test_the_read_probe_reads_every_byte(compiled: None) -> None:
+    """The roofline's read (waferline_read) covers each buffer to its last byte, whatever the size and threads: its
+    checksum is the sum of the buffers' 8-byte words plus their trailing bytes."""
+    read, expected, bufs = _read_probe((1, 7, 4096, 4103, 70001, 300000), seed=0)
     for threads in (1, 2, 3):
-        assert lib.waferline_read(ptrs, sizes.data_ptr(), len(bufs), threads) == expected % (1 << 64)
+        assert read(threads) == expected
     assert fused_library.read_seconds(bufs, threads=2, repeats=2) > 0
 
 
@@ -343,22 +354,10 @@ def test_the_pool_runs_every_chunk_once_whatever_the_threads(compiled: None) -> 
     and then from the back of the others': through the read probe (one product per buffer, each chunk adding its
     bytes to a checksum), a chunk taken twice or by nobody changes the sum. Many products in a row, on more threads
     than cores too, so that workers arrive late, steal, and find their part already taken."""
-    import ctypes
-
-    lib = fused_library.library()
-    assert lib is not None
-    g = torch.Generator().manual_seed(1)
-    sizes_ = (65536 * 2 + 5, 65536 * 37 + 11, 3 << 20)
-    bufs = [torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for n in sizes_]
-    expected = 0
-    for b in bufs:
-        words = len(b) // 8
-        expected += int(b[: words * 8].view(torch.int64).sum()) + int(b[words * 8 :].sum())
-    ptrs = (ctypes.c_void_p * len(bufs))(*(b.data_ptr() for b in bufs))
-    sizes = torch.tensor([len(b) for b in bufs], dtype=torch.int64)
+    read, expected, _ = _read_probe((65536 * 2 + 5, 65536 * 37 + 11, 3 << 20), seed=1)
     for _ in range(40):
         for threads in (2, 3, 5, 8):
-            assert lib.waferline_read(ptrs, sizes.data_ptr(), len(bufs), threads) == expected % (1 << 64)
+            assert read(threads) == expected
 
 
 def test_two_callers_at_once_get_the_same_logits(compiled: None, monkeypatch: Any) -> None:
