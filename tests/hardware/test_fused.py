@@ -193,6 +193,37 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
         assert torch.equal(kv.payload.data.float(), one_cache), f"k={k}"
 
 
+@pytest.mark.parametrize("fmt", [0, 1])  # KV_F32, KV_BF16
+def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(fmt: int, compiled: None) -> None:
+    """wl_attend_group for 16 tokens of 8 query heads 256 wide (more queries than the vector scores' buffer takes:
+    the scalar loop stands in, summing as the vector scores do) against each token alone (the vector scores): the
+    same floats, on a float32 and a bfloat16 cache."""
+    import ctypes
+
+    import numpy as np
+
+    lib = ctypes.CDLL(str(fused_library.compile_library()))
+    f = lib.wl_attend_group
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    f.argtypes = [ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, ptr, ptr]
+    f.restype = None
+    n, G, D, L0 = 16, 8, 256, 37
+    L = L0 + n - 1
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(2 * L * D).astype(np.float32)
+    kv = values if fmt == 0 else (values.view(np.uint32) >> 16).astype(np.uint16)
+    q = rng.standard_normal((n, G * D)).astype(np.float32)
+    at = lambda a: ctypes.c_void_p(a.ctypes.data)  # noqa: E731
+    many = np.zeros((n, G * D), np.float32)
+    scores, row = np.zeros(n * G * L, np.float32), np.zeros(16 * D, np.float32)
+    f(at(many), G * D, at(q), G * D, n, at(kv), fmt, 0, L * D, L0, G, D, at(scores), at(row))
+    for t in range(n):
+        one = np.zeros(G * D, np.float32)
+        qt = np.ascontiguousarray(q[t])
+        f(at(one), G * D, at(qt), G * D, 1, at(kv), fmt, 0, L * D, L0 + t, G, D, at(scores), at(row))
+        assert np.array_equal(one, many[t]), f"token {t}"
+
+
 @pytest.mark.parametrize("weights", ["float", "int8"])
 def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_token_steps(
     weights: str, compiled: None, monkeypatch: Any
