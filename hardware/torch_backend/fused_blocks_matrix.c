@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "fused.h"
 #if defined(__AVX2__)
@@ -40,7 +39,8 @@ static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
  * the bytes): read from the caller's scratch, they were 4.6 KB to 12 KB a product taken from the other core's cache,
  * and writing them there took the lines back from the threads that read them in the product before. */
 static _Thread_local struct {
-    uint64_t call; /* the product whose vectors `v` holds (0: none) */
+    uint64_t call;      /* the product whose vectors `vecs` points to (0: none) */
+    const q8_vec *vecs; /* the caller's own (the product's), or a worker's: v, spread into buf */
     q8_vec v[WL_MAX_VECTORS];
     int8_t *buf;
     int64_t cap;
@@ -49,7 +49,7 @@ static _Atomic uint64_t calls;
 
 static const q8_vec *thread_vectors(const blocks_ctx *c) {
     if (!c->x8 && !c->kx8) return c->v;
-    if (own.call == c->call) return own.v;
+    if (own.call == c->call) return own.vecs;
     const int64_t n8 = 8 * up16(c->n_in), per = 2 * n8 + 2 * up16(c->n_in); /* e, the K-quants' e, m32 */
     if (per * c->n > own.cap) {
         int8_t *buf = aligned_alloc(64, (size_t)(per * c->n));
@@ -67,7 +67,7 @@ static const q8_vec *thread_vectors(const blocks_ctx *c) {
             own.v[t].k.e = e + n8, own.v[t].k.m32 = m32;
         }
     }
-    own.call = c->call;
+    own.call = c->call, own.vecs = own.v;
     return own.v;
 }
 
@@ -181,10 +181,7 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
     c.v = v;
     c.x8 = n > 0 && v[0].e != NULL, c.kx8 = n > 0 && v[0].k.e != NULL;
     c.call = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
-    if (c.x8 || c.kx8) { /* this thread's chunks read the spread forms it has just written */
-        own.call = c.call;
-        memcpy(own.v, v, sizeof(q8_vec) * (size_t)n);
-    }
+    if (c.x8 || c.kx8) own.call = c.call, own.vecs = v; /* this thread's chunks read the forms it has just spread */
     const int64_t bytes = c.row_bytes[0] > 0 ? c.row_bytes[0] : 1;
     wl_parallel(threads, block_rows, &c, m->n_out, (WL_CHUNK_BYTES / bytes + 15) / 16 * 16);
 }

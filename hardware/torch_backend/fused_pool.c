@@ -54,14 +54,13 @@ static struct {
                                         * left to take (so the generation cannot end while a thread runs one) */
     _Alignas(64) _Atomic int sleepers;
     _Atomic int busy;       /* a caller is inside wl_parallel */
-    _Atomic int wanted;     /* workers that take part in this generation (ids below it) */
+    _Atomic int wanted;     /* workers that take part in this generation (ids below it): wanted + 1 parts */
     int started;            /* workers created so far (only the caller of wl_parallel creates them) */
     int64_t alone_until;    /* after a stall, the time until which products run without the workers */
     int64_t stats[4];       /* products run: split between threads, alone after a stall, and stalls seen */
     wl_task fn;             /* fn, ctx and the sizes are read only by the holder of one of the generation's chunks */
     const void *ctx;
     int64_t n_items, grain;
-    int parts; /* threads the chunks are shared between: the caller and workers 0 .. parts - 2 */
     pthread_mutex_t lock;
     pthread_cond_t wake;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
@@ -138,7 +137,8 @@ static void *worker(void *arg) {
             }
         }
         seen = g;
-        if (id < atomic_load_explicit(&pool.wanted, memory_order_relaxed)) run_chunks(g, id + 1, pool.parts);
+        const int wanted = atomic_load_explicit(&pool.wanted, memory_order_relaxed);
+        if (id < wanted) run_chunks(g, id + 1, wanted + 1);
     }
     return NULL;
 }
@@ -190,7 +190,7 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
         pool.started++;
     }
     const uint32_t g = atomic_load(&pool.generation) + 1;
-    pool.fn = fn, pool.ctx = ctx, pool.n_items = n_items, pool.grain = grain, pool.parts = want + 1;
+    pool.fn = fn, pool.ctx = ctx, pool.n_items = n_items, pool.grain = grain;
     atomic_store(&pool.wanted, want);
     atomic_store(&pool.done, 0);
     for (int k = 0; k <= want; k++) /* a late worker's swap on the last generation's word now fails */
