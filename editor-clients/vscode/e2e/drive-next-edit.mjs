@@ -41,11 +41,12 @@ function struckThrough() {
     .map((s) => s.textContent);
 }
 
-/** What is still drawn struck through once the editor has rendered a dropped edit's removal: the status item goes
- * first and the editor's decorations follow on its next frame, so it is read after up to 3 s for them to go (a
- * decoration still there then is a real failure, reported as found). */
-async function struckOnceSettled(page) {
-  await page.waitForFunction(`(${struckThrough.toString()})().length === 0`, null, { timeout: 3000 }).catch(() => {});
+/** What is drawn struck through once the editor has rendered a change of the shown edit: the status item goes first
+ * and the editor's decorations follow on its next frame, so it is read after up to 3 s for them to come (`drawn`:
+ * something struck through) or to go (nothing); what is on screen then is reported as found, right or wrong. */
+async function struckOnceSettled(page, drawn = false) {
+  await page.waitForFunction(`(${struckThrough.toString()})().length ${drawn ? '>' : '==='} 0`, null,
+    { timeout: 3000 }).catch(() => {}); // prettier-ignore
   return page.evaluate(struckThrough);
 }
 
@@ -91,7 +92,7 @@ try {
   await renameAt(page, args.renameAt, 'by');
   await nextEditItem(page).waitFor({ timeout });
   result.first = (await nextEditItem(page).innerText()).trim();
-  result.struck = await page.evaluate(struckThrough);
+  result.struck = await struckOnceSettled(page, true); // a status item shown a frame before its decorations
   step('next edit shown: ' + result.first);
   const box = await page.evaluate(() => {
     const span = Array.from(document.querySelectorAll('.view-lines span')).find(
