@@ -186,8 +186,21 @@ int64_t wl_kx8_spread(int8_t *e, int32_t *m32, const int8_t *q, const int16_t *b
 int64_t waferline_blocks_x8(void); /* which X8 layouts this build multiplies (WL_X8_* bits; the loader asks it) */
 
 /* -- fused_attention.c --------------------------------------------------------------------------------------------- */
+/* Attention takes a KV head's positions in chunks of this many (a multiple of 16), each with its own softmax maximum,
+ * merged in order: the chunks of one token's attention may run on different threads and give the same floats. */
+enum { WL_ATTN_CHUNK = 64 };
+/* floats of one query's part of a chunk (its D sums, then m and l; a multiple of 16, so that aligned sums stay so),
+ * and of the chunks' parts of n tokens' G queries over positions < L */
+#define WL_ATTN_PART(D) (((D) + 2 + 15) / 16 * 16)
+#define WL_ATTN_PARTS(L, n, G, D) (((L) + WL_ATTN_CHUNK - 1) / WL_ATTN_CHUNK * (n) * (G) * WL_ATTN_PART(D))
+enum { WL_ATTN_QT = 16384 }; /* floats of transposed queries the vector scores take (more: the scalar loop) */
+const float *wl_attend_queries(float *qt, const float *q, int64_t qs, int64_t n, int64_t G, int64_t D);
+void wl_attend_chunk(float *part, const float *qt, const float *q, int64_t qs, int64_t n, const void *kv, int64_t fmt,
+                     int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, int64_t c0, float *sc, float *row);
+void wl_attend_merge(float *out, int64_t os, const float *part, int64_t n, int64_t G, int64_t D, int64_t L0,
+                     int64_t fmt);
 void wl_attend_group(float *out, int64_t os, const float *q, int64_t qs, int64_t n, const void *kv, int64_t fmt,
-                     int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *scores, float *row);
+                     int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *part, float *sc, float *row);
 
 /* -- fused_math.c -------------------------------------------------------------------------------------------------- */
 float wl_exp_shifted(float *v, int64_t n, float sub); /* v[i] = e^(v[i] - sub); returns their sum */

@@ -1,11 +1,15 @@
 /* The fused step's attention (fused.h: wl_attend_group): the queries of n tokens against one KV head's cached keys
- * and values, each block of 16 keys and 16 value rows read once for all of them.
+ * and values, each block of 16 keys and 16 value rows read once for all of them. The positions are taken in chunks
+ * of WL_ATTN_CHUNK (wl_attend_chunk: per query the chunk's largest score, its sum of exponentials and its weighted sum
+ * of values), merged in order afterwards (wl_attend_merge), so that a one-token step can share one head's chunks
+ * between threads (fused_step.c): 3 KV heads on 2 threads otherwise leave one waiting a third of the time.
  *
- * Numerics: float32; every query's scores and sums are the same operations in the same order whether it comes alone
- * (a one-token step) or with others (a k-token step), so the two give the same floats. The scores and the value sums
- * of the vector paths are fused multiply-adds, and so is the scalar loop that stands in for the vector scores where
- * a step's queries do not fit their buffer (so the two round alike); the scalar value sums (head widths that are
- * not a multiple of 16, for every step alike) are a multiply and an add (-ffp-contract=off).
+ * Numerics: float32; every query's scores, chunks and merge are the same operations in the same order whether it
+ * comes alone (a one-token step) or with others (a k-token step), and whichever thread ran each chunk, so all of them
+ * give the same floats. The scores of the vector paths are fused multiply-adds, and so is the scalar loop that stands
+ * in for them where a step's queries do not fit their buffer (so the two round alike); the value sums of the vector
+ * paths too, the scalar ones (head widths that are not a multiple of 16, for every step alike) a multiply and an add
+ * (-ffp-contract=off).
  */
 #include <math.h>
 #include <stdint.h>
@@ -96,44 +100,56 @@ static inline void add_weighted_rows(float *restrict o, const float *restrict w,
     }
 }
 
-enum { QT_FLOATS = 16384 }; /* queries x head width the vector scores take (more: the scalar loop) */
-
-
-/* Attention of n tokens' G query heads (token t's q: G x D at q + t * qs, its output at out + t * os) over one KV
- * head's cached positions (keys at kb, values at vb): token t sees the first L0 + t positions. Each block of 16 keys
- * and of 16 value rows is read (and converted from bfloat16) once for all n tokens, and every query's scores and sums
- * are the same arithmetic in the same order as for that token alone. scores: n x G x (L0 + n - 1) floats of scratch;
- * row: 16 x D floats of scratch (a transposed block of keys, or a block of value rows). */
-void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, int64_t qs, int64_t n, const void *kv,
-                         int64_t fmt, int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *restrict scores,
-                         float *restrict row) {
-    const float scale = 1.0f / sqrtf((float)D);
-    const int64_t L = L0 + n - 1; /* positions the last token sees; scores rows are L apart */
+/* The n G queries (query t G + j: token t's head j; token t's q: G x D at q + t * qs) transposed in groups of 8 for
+ * the vector scores (qt[(g D + i) 8 + r]: element i of query 8 g + r), so that their broadcasts are one pointer plus a
+ * constant; returns qt, or NULL where they take more than WL_ATTN_QT floats (the scalar loop then stands in). */
+const float *wl_attend_queries(float *restrict qt, const float *restrict q, int64_t qs, int64_t n, int64_t G,
+                               int64_t D) {
 #ifdef ATTN_VEC
-    /* the n G queries (query t G + j: token t's head j), transposed in groups of 8 (qt[(g D + i) 8 + r]: element i of
-     * query 8 g + r) so that the scores' broadcasts are one pointer plus a constant */
     const int64_t nqt = n * G;
-    float qt[QT_FLOATS];
-    const int use_qt = (nqt + 7) / 8 * 8 * D <= QT_FLOATS;
-    if (use_qt)
-        for (int64_t qi = 0; qi < (nqt + 7) / 8 * 8; qi++)
-            for (int64_t i = 0; i < D; i++)
-                qt[((qi / 8) * D + i) * 8 + qi % 8] = qi < nqt ? q[(qi / G) * qs + (qi % G) * D + i] : 0.0f;
+    if ((nqt + 7) / 8 * 8 * D > WL_ATTN_QT) return NULL;
+    for (int64_t qi = 0; qi < nqt; qi++) {
+        const float *src = q + (qi / G) * qs + (qi % G) * D;
+        float *dst = qt + (qi / 8) * D * 8 + qi % 8;
+        for (int64_t i = 0; i < D; i++) dst[i * 8] = src[i];
+    }
+    return qt;
+#else
+    (void)qt, (void)q, (void)qs, (void)n, (void)G, (void)D;
+    return NULL;
 #endif
+}
+
+/* The chunk [c0, c0 + WL_ATTN_CHUNK) of one KV head's cached positions against the queries of n tokens' G heads (token
+ * t's q: G x D at q + t * qs; it sees the positions < L0 + t): for each query (t, j) that sees some of them, at part +
+ * (t G + j) WL_ATTN_PART(D), the sum of e^(score - m) times their value rows (D floats; for a bfloat16 cache read as
+ * pairs, per 32 elements the 16 even ones, then the 16 odd ones), then m, the largest of its scores there, and l, the
+ * sum of e^(score - m) over them. Keys at kb, values at vb (element offsets of position 0); qt: the queries as
+ * wl_attend_queries gives them. Each block of 16 keys and of 16 value rows is read (and converted from bfloat16) once
+ * for all the queries, and every query's numbers are the same arithmetic in the same order as for that query alone.
+ * sc: n G WL_ATTN_CHUNK floats of scratch; row: 16 D. */
+void wl_attend_chunk(float *restrict part, const float *restrict qt, const float *restrict q, int64_t qs, int64_t n,
+                     const void *kv, int64_t fmt, int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D,
+                     int64_t c0, float *restrict sc, float *restrict row) {
+    enum { C = WL_ATTN_CHUNK };
+    const float scale = 1.0f / sqrtf((float)D);
+    const int64_t L = L0 + n - 1, c1 = c0 + C < L ? c0 + C : L, P = WL_ATTN_PART(D);
+    if (c1 <= c0) return;
     /* q.k for 16 positions at a time: the block of keys is transposed into `row` (D x 16 floats), so that each
      * query's 16 scores come from D vector multiply-adds instead of 16 dot products with horizontal sums. */
-    for (int64_t t0 = 0; t0 < L; t0 += 16) {
-        const int64_t nb = L - t0 < 16 ? L - t0 : 16;
+    for (int64_t t0 = c0; t0 < c1; t0 += 16) {
+        const int64_t nb = c1 - t0 < 16 ? c1 - t0 : 16;
         key_block(row, kv, fmt, kb + t0 * D, nb, D);
 #ifdef ATTN_VEC
-        if (use_qt) {
+        if (qt != NULL) {
+            const int64_t nqt = n * G;
             for (int64_t g0 = 0; g0 < nqt; g0 += 8) { /* 8 queries at a time: all of them score every block */
                 float *dst[8];
                 int64_t cnt[8];
                 const int nq = nqt - g0 < 8 ? (int)(nqt - g0) : 8;
                 for (int r = 0; r < nq; r++) {
                     const int64_t left = L0 + (g0 + r) / G - t0; /* positions of the block this query sees */
-                    dst[r] = scores + (g0 + r) * L + t0;
+                    dst[r] = sc + (g0 + r) * C + (t0 - c0);
                     cnt[r] = left < 0 ? 0 : (left < nb ? left : nb);
                 }
                 block_scores_n(qt + g0 * D, dst, cnt, nq, row, D, scale);
@@ -154,30 +170,31 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
 #pragma omp simd
                     for (int64_t tt = 0; tt < 16; tt++) acc[tt] = fmaf(qi, kt[tt], acc[tt]);
                 }
-                float *sc = scores + (t * G + j) * L + t0;
-                for (int64_t tt = 0; tt < nbt; tt++) sc[tt] = acc[tt] * scale;
+                float *s = sc + (t * G + j) * C + (t0 - c0);
+                for (int64_t tt = 0; tt < nbt; tt++) s[tt] = acc[tt] * scale;
             }
         }
     }
-    for (int64_t t = 0; t < n; t++) {
-        const int64_t Lt = L0 + t;
+    for (int64_t t = 0; t < n; t++) { /* each query's exponentials in place of its scores; m and l */
+        const int64_t nt = L0 + t - c0 < c1 - c0 ? L0 + t - c0 : c1 - c0;
+        if (nt <= 0) continue;
         for (int64_t j = 0; j < G; j++) {
-            float *sc = scores + (t * G + j) * L, mx, sum;
-            mx = max_of(sc, Lt);
-            sum = wl_exp_shifted(sc, Lt, mx);
-            const float inv = 1.0f / sum;
-#pragma omp simd
-            for (int64_t p = 0; p < Lt; p++) sc[p] *= inv;
+            float *s = sc + (t * G + j) * C, *pq = part + (t * G + j) * P;
+            pq[D] = max_of(s, nt);
+            pq[D + 1] = wl_exp_shifted(s, nt, pq[D]);
+#ifdef ATTN_VEC
+            if (D % 16 != 0) /* else the vector sums start from zero at the chunk's first value rows */
+#endif
+                memset(pq, 0, sizeof(float) * (size_t)D);
         }
-        memset(out + t * os, 0, sizeof(float) * (size_t)(G * D));
     }
 #ifdef ATTN_VEC
-    const int pairs = ATTN_BF16_PAIRS(fmt, D); /* bfloat16 rows read as pairs, the outputs split until the end */
+    const int pairs = ATTN_BF16_PAIRS(fmt, D); /* bfloat16 rows read as pairs, the sums kept split */
 #else
     const int pairs = 0;
 #endif
-    for (int64_t p0 = 0; p0 < L; p0 += 16) { /* 16 value rows at a time, each token's sums kept across them */
-        const int64_t nb = L - p0 < 16 ? L - p0 : 16;
+    for (int64_t p0 = c0; p0 < c1; p0 += 16) { /* 16 value rows at a time, each query's sums kept across them */
+        const int64_t nb = c1 - p0 < 16 ? c1 - p0 : 16;
         const float *v = (const float *)kv + vb + p0 * D;
         if (fmt == KV_BF16 && !pairs) {
             for (int64_t pp = 0; pp < nb; pp++) kv_row(kv, fmt, vb + (p0 + pp) * D, D, row + pp * D);
@@ -192,34 +209,90 @@ void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, i
                     float *o[4], wt[16 * 4];
                     const int no = G - j < 4 ? (int)(G - j) : 4;
                     for (int r = 0; r < no; r++) {
-                        o[r] = out + t * os + (j + r) * D;
-                        for (int64_t p = 0; p < np; p++) wt[p * 4 + r] = scores[(t * G + j + r) * L + p0 + p];
+                        o[r] = part + (t * G + j + r) * P;
+                        for (int64_t p = 0; p < np; p++) wt[p * 4 + r] = sc[(t * G + j + r) * C + p0 - c0 + p];
                     }
                     if (pairs) {
                         const uint16_t *vh = (const uint16_t *)kv + vb + p0 * D;
                         switch (no) {
-                        case 1: add_weighted_bf16_n(o, wt, 1, vh, np, D); break;
-                        case 2: add_weighted_bf16_n(o, wt, 2, vh, np, D); break;
-                        case 3: add_weighted_bf16_n(o, wt, 3, vh, np, D); break;
-                        default: add_weighted_bf16_n(o, wt, 4, vh, np, D); break;
+                        case 1: add_weighted_bf16_n(o, wt, 1, vh, np, D, p0 == c0); break;
+                        case 2: add_weighted_bf16_n(o, wt, 2, vh, np, D, p0 == c0); break;
+                        case 3: add_weighted_bf16_n(o, wt, 3, vh, np, D, p0 == c0); break;
+                        default: add_weighted_bf16_n(o, wt, 4, vh, np, D, p0 == c0); break;
                         }
                         continue;
                     }
                     switch (no) {
-                    case 1: add_weighted_rows_n(o, wt, 1, v, np, D); break;
-                    case 2: add_weighted_rows_n(o, wt, 2, v, np, D); break;
-                    case 3: add_weighted_rows_n(o, wt, 3, v, np, D); break;
-                    default: add_weighted_rows_n(o, wt, 4, v, np, D); break;
+                    case 1: add_weighted_rows_n(o, wt, 1, v, np, D, p0 == c0); break;
+                    case 2: add_weighted_rows_n(o, wt, 2, v, np, D, p0 == c0); break;
+                    case 3: add_weighted_rows_n(o, wt, 3, v, np, D, p0 == c0); break;
+                    default: add_weighted_rows_n(o, wt, 4, v, np, D, p0 == c0); break;
                     }
                 }
 #endif
-            for (; j < G; j++) add_weighted_rows(out + t * os + j * D, scores + (t * G + j) * L + p0, v, np, D);
+            for (; j < G; j++)
+                add_weighted_rows(part + (t * G + j) * P, sc + (t * G + j) * C + p0 - c0, v, np, D);
         }
     }
-#ifdef ATTN_VEC
-    if (pairs)
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t j = 0; j < G; j++) unsplit_row(out + t * os + j * D, D);
-#endif
 }
 
+/* The attention outputs (token t's head j at out + t * os + j * D) from the chunks' parts (wl_attend_chunk; chunk k's
+ * at part + k n G WL_ATTN_PART(D)): per query, its chunks merged in order, the sums so far and each chunk's scaled by
+ * e^(their m - the larger m), then divided by the sum of exponentials. A query's merge is the same arithmetic
+ * whichever tokens came with it; its factors' exponentials are taken together, up to FACTORS at a time. */
+void wl_attend_merge(float *restrict out, int64_t os, const float *restrict part, int64_t n, int64_t G, int64_t D,
+                     int64_t L0, int64_t fmt) {
+    enum { FACTORS = 256 };
+    const int64_t P = WL_ATTN_PART(D), per_chunk = n * G * P;
+    float e[FACTORS];
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t chunks = (L0 + t + WL_ATTN_CHUNK - 1) / WL_ATTN_CHUNK;
+        for (int64_t j = 0; j < G; j++) {
+            const float *first = part + (t * G + j) * P;
+            float *o = out + t * os + j * D, m = first[D], l = first[D + 1];
+            memcpy(o, first, sizeof(float) * (size_t)D);
+            for (int64_t k0 = 1; k0 < chunks; k0 += FACTORS) {
+                const int64_t k1 = chunks - k0 < FACTORS ? chunks : k0 + FACTORS;
+                float mm = m; /* the smaller m less the larger, chunk by chunk: the factor of the side that is smaller */
+                for (int64_t k = k0; k < k1; k++) {
+                    const float pm = first[k * per_chunk + D];
+                    e[k - k0] = pm < mm ? pm - mm : mm - pm;
+                    mm = pm < mm ? mm : pm;
+                }
+                wl_exp_shifted(e, k1 - k0, 0.0f);
+                for (int64_t k = k0; k < k1; k++) {
+                    const float *pk = first + k * per_chunk, d = e[k - k0];
+                    const float a = pk[D] < m ? 1.0f : d, b = pk[D] < m ? d : 1.0f;
+                    l = l * a + pk[D + 1] * b;
+#pragma omp simd
+                    for (int64_t i = 0; i < D; i++) o[i] = o[i] * a + pk[i] * b;
+                    m = pk[D] < m ? m : pk[D];
+                }
+            }
+            const float inv = 1.0f / l;
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) o[i] *= inv;
+#ifdef ATTN_VEC
+            if (ATTN_BF16_PAIRS(fmt, D)) unsplit_row(o, D);
+#else
+            (void)fmt;
+#endif
+        }
+    }
+}
+
+/* Attention of n tokens' G query heads (token t's q: G x D at q + t * qs, its output at out + t * os) over one KV
+ * head's cached positions (keys at kb, values at vb): token t sees the first L0 + t positions. The positions are taken
+ * in chunks of WL_ATTN_CHUNK (wl_attend_chunk), which are then merged (wl_attend_merge), so a token's result is the
+ * same floats however its chunks were shared out. part: WL_ATTN_PARTS(L0 + n - 1, n, G, D) floats of scratch; sc:
+ * n G WL_ATTN_CHUNK; row: 16 D. */
+void wl_attend_group(float *restrict out, int64_t os, const float *restrict q, int64_t qs, int64_t n, const void *kv,
+                     int64_t fmt, int64_t kb, int64_t vb, int64_t L0, int64_t G, int64_t D, float *restrict part,
+                     float *restrict sc, float *restrict row) {
+    const int64_t L = L0 + n - 1;
+    float qbuf[WL_ATTN_QT];
+    const float *qt = wl_attend_queries(qbuf, q, qs, n, G, D);
+    for (int64_t c0 = 0, k = 0; c0 < L; c0 += WL_ATTN_CHUNK, k++)
+        wl_attend_chunk(part + k * n * G * WL_ATTN_PART(D), qt, q, qs, n, kv, fmt, kb, vb, L0, G, D, c0, sc, row);
+    wl_attend_merge(out, os, part, n, G, D, L0, fmt);
+}

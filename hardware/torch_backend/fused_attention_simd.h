@@ -64,12 +64,14 @@ static inline void key_block_bf16(float *restrict row, const uint16_t *k, int64_
  * pairs need no shuffle; per element the same multiply-adds in the same order. */
 static inline __attribute__((always_inline)) void add_weighted_bf16_n(float *const *o, const float *restrict wt,
                                                                       const int NO, const uint16_t *v, int64_t np,
-                                                                      int64_t D) {
+                                                                      int64_t D, int fresh) {
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     for (int64_t i = 0; i < 16 * D * 2; i += 64) _mm_prefetch((const char *)(v + 32 * D) + i, _MM_HINT_T0);
     for (int64_t c = 0; c < D; c += 32) {
         __m512 even[4], odd[4];
-        for (int j = 0; j < NO; j++) even[j] = _mm512_loadu_ps(o[j] + c), odd[j] = _mm512_loadu_ps(o[j] + c + 16);
+        for (int j = 0; j < NO; j++)
+            even[j] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(o[j] + c),
+            odd[j] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(o[j] + c + 16);
         for (int64_t p = 0; p < np; p++) {
             const __m512i pair = _mm512_loadu_si512((const void *)(v + p * D + c));
             const __m512 ve = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
@@ -141,7 +143,8 @@ static void block_scores_n(const float *restrict qt, float *const *dst, const in
 
 /* NO (<= 4) outputs o[j][0..D) += sum over p < np of w[j][p] * v[p * D ..], D a multiple of 16: add_weighted_rows
  * for each, every value row read once for all of them and their chains of additions overlapping. wt holds the
- * weights transposed (wt[p * 4 + j]). */
+ * weights transposed (wt[p * 4 + j]). `fresh`: the sums start from zero instead of o (as from a zeroed o; so for the
+ * bfloat16 kernels above too). */
 #define WROW(j)                                                                                                       \
     if ((j) < NO) {                                                                                                   \
         const __m512 wp = _mm512_set1_ps(wt[p * 4 + (j)]);                                                            \
@@ -155,15 +158,15 @@ static void block_scores_n(const float *restrict qt, float *const *dst, const in
     }
 static inline __attribute__((always_inline)) void add_weighted_rows_n(float *const *o, const float *restrict wt,
                                                                       const int NO, const float *restrict v,
-                                                                      int64_t np, int64_t D) {
+                                                                      int64_t np, int64_t D, int fresh) {
     for (int64_t i0 = 0; i0 < D; i0 += 32) {
         const int C = i0 + 32 <= D ? 2 : 1; /* 16-float chunks of each output taken at once */
         const __m512 z = _mm512_setzero_ps();
         __m512 a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
-        if (NO > 0) a00 = _mm512_loadu_ps(o[0] + i0), a01 = C == 2 ? _mm512_loadu_ps(o[0] + i0 + 16) : z;
-        if (NO > 1) a10 = _mm512_loadu_ps(o[1] + i0), a11 = C == 2 ? _mm512_loadu_ps(o[1] + i0 + 16) : z;
-        if (NO > 2) a20 = _mm512_loadu_ps(o[2] + i0), a21 = C == 2 ? _mm512_loadu_ps(o[2] + i0 + 16) : z;
-        if (NO > 3) a30 = _mm512_loadu_ps(o[3] + i0), a31 = C == 2 ? _mm512_loadu_ps(o[3] + i0 + 16) : z;
+        if (NO > 0 && !fresh) a00 = _mm512_loadu_ps(o[0] + i0), a01 = C == 2 ? _mm512_loadu_ps(o[0] + i0 + 16) : z;
+        if (NO > 1 && !fresh) a10 = _mm512_loadu_ps(o[1] + i0), a11 = C == 2 ? _mm512_loadu_ps(o[1] + i0 + 16) : z;
+        if (NO > 2 && !fresh) a20 = _mm512_loadu_ps(o[2] + i0), a21 = C == 2 ? _mm512_loadu_ps(o[2] + i0 + 16) : z;
+        if (NO > 3 && !fresh) a30 = _mm512_loadu_ps(o[3] + i0), a31 = C == 2 ? _mm512_loadu_ps(o[3] + i0 + 16) : z;
         for (int64_t p = 0; p < np; p++) {
             const __m512 v0 = _mm512_loadu_ps(v + p * D + i0);
             const __m512 v1 = C == 2 ? _mm512_loadu_ps(v + p * D + i0 + 16) : v0;
@@ -210,11 +213,13 @@ static inline void key_block_bf16(float *restrict row, const uint16_t *k, int64_
 
 static inline __attribute__((always_inline)) void add_weighted_bf16_n(float *const *o, const float *restrict wt,
                                                                       const int NO, const uint16_t *v, int64_t np,
-                                                                      int64_t D) {
+                                                                      int64_t D, int fresh) {
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
     for (int64_t c = 0; c < D; c += 16) {
         __m256 even[4], odd[4];
-        for (int j = 0; j < NO; j++) even[j] = _mm256_loadu_ps(o[j] + c), odd[j] = _mm256_loadu_ps(o[j] + c + 8);
+        for (int j = 0; j < NO; j++)
+            even[j] = fresh ? _mm256_setzero_ps() : _mm256_loadu_ps(o[j] + c),
+            odd[j] = fresh ? _mm256_setzero_ps() : _mm256_loadu_ps(o[j] + c + 8);
         for (int64_t p = 0; p < np; p++) {
             const __m256i pair = _mm256_loadu_si256((const __m256i *)(const void *)(v + p * D + c));
             const __m256 ve = _mm256_castsi256_ps(_mm256_slli_epi32(pair, 16));
@@ -294,12 +299,12 @@ static void block_scores_n(const float *restrict qt, float *const *dst, const in
         a##j##1 = _mm256_add_ps(a##j##1, _mm256_mul_ps(wp, v1));                                                      \
     }
 #define WLOAD(j)                                                                                                      \
-    if ((j) < NO) a##j##0 = _mm256_loadu_ps(o[j] + i0), a##j##1 = _mm256_loadu_ps(o[j] + i0 + 8);
+    if ((j) < NO && !fresh) a##j##0 = _mm256_loadu_ps(o[j] + i0), a##j##1 = _mm256_loadu_ps(o[j] + i0 + 8);
 #define WSTORE(j)                                                                                                     \
     if ((j) < NO) _mm256_storeu_ps(o[j] + i0, a##j##0), _mm256_storeu_ps(o[j] + i0 + 8, a##j##1);
 static inline __attribute__((always_inline)) void add_weighted_rows_n(float *const *o, const float *restrict wt,
                                                                       const int NO, const float *restrict v,
-                                                                      int64_t np, int64_t D) {
+                                                                      int64_t np, int64_t D, int fresh) {
     for (int64_t i0 = 0; i0 < D; i0 += 16) {
         const __m256 z = _mm256_setzero_ps();
         __m256 a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;

@@ -91,42 +91,64 @@ static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
 }
 
 /* Scratch floats the step needs for up to STEP_MAX_TOKENS tokens at once (fused.py allocates this many): per token
- * x, xb, tmp, qkv, att, hb and sx, then per KV head its own scores, then per attention item (a KV head and some of
- * the tokens, which may run on any thread) a key block, then the quantised vectors (with, for block formats, their
- * per-block scales and sums). */
+ * x, xb, tmp, qkv, att, hb and sx, then per KV head the parts of its chunks of attention (fused_attention.c), then per
+ * attention item (a KV head and some of the tokens, which may run on any thread) a chunk's scores and a key block,
+ * then the quantised vectors (with, for block formats, their per-block scales and sums). */
 int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
     const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
     int64_t widest = h * hd > 2 * dims[D_INTER] ? h * hd : 2 * dims[D_INTER]; /* bytes of quantised input */
     if (dim > widest) widest = dim;
     widest = (widest + 3) / 4 * 4; /* the packed int8 product reads its vectors 4 bytes at a time */
-    const int64_t per_token = 3 * dim + qkv + h * hd + 2 * dims[D_INTER] + 1;
-    const int64_t floats = n * per_token + kvh * (n * (h / kvh) * dims[D_MAX_TOKENS] + n * 16 * hd);
+    const int64_t per_token = 3 * dim + qkv + h * hd + 2 * dims[D_INTER] + 1 + 16; /* + 16: room to align the parts */
+    const int64_t G = h / kvh, items = n + 4; /* pieces x tokens per piece (waferline_steps) is at most n + 3 */
+    const int64_t floats =
+        n * per_token + kvh * (WL_ATTN_PARTS(dims[D_MAX_TOKENS], n, G, hd) + items * G * WL_ATTN_CHUNK + n * 16 * hd +
+                               (G + 7) / 8 * 8 * hd);
     return floats + (n * widest) / 4 + n * (wl_blocks_scratch_bytes(widest) - widest + 3) / 4 + 16;
 }
 
 int64_t waferline_step_max_tokens(void) { return STEP_MAX_TOKENS; }
 
-/* One layer's attention for n tokens, one KV head per item (wl_parallel). */
+/* One layer's attention for n tokens (wl_parallel): an item per KV head and piece of the tokens, or, for one token
+ * on more than one thread, per KV head and chunk of its positions. */
 typedef struct {
-    float *att, *scores, *rows;
+    float *att, *parts, *scb, *rows, *qts;
     const float *qkv;
     const void *kv;
-    int64_t n, kvfmt, layer_base, max_t, pos, G, D, HD, qkv_n, KVH, scores_per_head, pieces, per_piece, max_tokens;
+    int64_t n, kvfmt, layer_base, max_t, pos, G, D, HD, qkv_n, KVH, parts_per_head, pieces, per_piece, chunks, qt_floats;
 } attend_ctx;
 
 /* Item i: KV head i / pieces, for the tokens of piece i % pieces (per_piece tokens each). A token's attention is the
- * same arithmetic whichever piece holds it (fused_attention.c), so the pieces change only how the work is shared
- * between threads: with one item per KV head, 3 heads on 2 threads leave one thread waiting a third of the time. */
+ * same arithmetic whichever piece holds it (fused_attention.c), so the pieces change only how the work is shared. */
 static void attend_heads(const void *ctx_, int64_t begin, int64_t end) {
     const attend_ctx *c = (const attend_ctx *)ctx_;
+    const int64_t chunks = (c->pos + c->n - 1 + WL_ATTN_CHUNK - 1) / WL_ATTN_CHUNK;
     for (int64_t i = begin; i < end; i++) {
         const int64_t g = i / c->pieces, t0 = i % c->pieces * c->per_piece;
         const int64_t nt = c->n - t0 < c->per_piece ? c->n - t0 : c->per_piece;
         wl_attend_group(c->att + t0 * c->HD + g * c->G * c->D, c->HD, c->qkv + t0 * c->qkv_n + g * c->G * c->D,
                         c->qkv_n, nt, c->kv, c->kvfmt, c->layer_base + g * c->max_t * c->D,
                         c->layer_base + (c->KVH + g) * c->max_t * c->D, c->pos + t0 + 1, c->G, c->D,
-                        c->scores + g * c->scores_per_head + t0 * c->G * c->max_tokens, c->rows + i * 16 * c->D);
+                        c->parts + g * c->parts_per_head + t0 * chunks * c->G * WL_ATTN_PART(c->D),
+                        c->scb + i * c->per_piece * c->G * WL_ATTN_CHUNK, c->rows + i * 16 * c->D);
+    }
+}
+
+enum { CHUNK_ITEM_G = 64, CHUNK_ITEM_D = 512 }; /* the widest heads a chunk item's stack buffers take */
+
+/* Item i of one token's attention: KV head i / chunks, its positions' chunk i % chunks (wl_attend_chunk), the chunk's
+ * part written where wl_attend_merge reads it; the items of a head may run on any threads. Each head's queries were
+ * transposed once (qts; NULL where they do not fit: the scalar loop). */
+static void attend_chunks(const void *ctx_, int64_t begin, int64_t end) {
+    const attend_ctx *c = (const attend_ctx *)ctx_;
+    float sc[CHUNK_ITEM_G * WL_ATTN_CHUNK] __attribute__((aligned(64))), row[16 * CHUNK_ITEM_D] __attribute__((aligned(64)));
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t g = i / c->chunks, k = i % c->chunks;
+        wl_attend_chunk(c->parts + g * c->parts_per_head + k * c->G * WL_ATTN_PART(c->D),
+                        c->qts != NULL ? c->qts + g * c->qt_floats : NULL, c->qkv + g * c->G * c->D, c->qkv_n, 1, c->kv, c->kvfmt, c->layer_base + g * c->max_t * c->D,
+                        c->layer_base + (c->KVH + g) * c->max_t * c->D, c->pos + 1, c->G, c->D, k * WL_ATTN_CHUNK,
+                        sc, row);
     }
 }
 
@@ -153,13 +175,18 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= vocab) return 1;
     const int64_t G = H / KVH, half = D / 2, qkv_n = (H + 2 * KVH) * D, HD = H * D, I2 = 2 * inter;
-    const int64_t scores_per_head = n * G * dims[D_MAX_TOKENS];
+    const int64_t parts_per_head = WL_ATTN_PARTS(dims[D_MAX_TOKENS], n, G, D);
     float *x = (float *)ptrs[P_SCRATCH];
     float *xb = x + n * dim, *tmp = xb + n * dim, *qkv = tmp + n * dim, *att = qkv + n * qkv_n, *hb = att + n * HD;
-    float *sx = hb + n * I2, *scores = sx + n, *rows = scores + KVH * scores_per_head;
-    uint8_t *xq = (uint8_t *)(rows + KVH * n * 16 * D);
-    /* the attention's items: one per KV head, or with more threads one per KV head and 4 tokens */
+    float *sx = hb + n * I2, *parts = (float *)(((uintptr_t)(sx + n) + 63) & ~(uintptr_t)63); /* on a cache line */
+    float *scb = parts + KVH * parts_per_head;
+    float *rows = scb + KVH * (n + 4) * G * WL_ATTN_CHUNK, *qts = rows + KVH * n * 16 * D;
+    const int64_t qt_floats = (G + 7) / 8 * 8 * D; /* one token's queries of a KV head, transposed */
+    uint8_t *xq = (uint8_t *)(qts + KVH * qt_floats);
+    /* the attention's items: one per KV head, or with more threads one per KV head and 4 tokens, or for one token one
+     * per KV head and chunk of its positions (as many as its heads' positions take) */
     const int64_t per_piece = threads > 1 && n > 4 ? 4 : n, pieces = (n + per_piece - 1) / per_piece;
+    const int by_chunks = n == 1 && threads > 1 && G <= CHUNK_ITEM_G && D <= CHUNK_ITEM_D;
 
     for (int64_t t = 0; t < n; t++) {
         if (embfmt >= EMB_BLOCKS) {
@@ -198,12 +225,21 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
                 }
             }
         }
-        /* the G query heads of the tokens that share KV head g read its rows once; an item per KV head and piece */
-        const attend_ctx actx = {.att = att, .scores = scores, .rows = rows, .qkv = qkv, .kv = kv, .n = n,
-                                 .kvfmt = kvfmt, .layer_base = layer_base, .max_t = max_t, .pos = pos, .G = G, .D = D,
-                                 .HD = HD, .qkv_n = qkv_n, .KVH = KVH, .scores_per_head = scores_per_head,
-                                 .pieces = pieces, .per_piece = per_piece, .max_tokens = dims[D_MAX_TOKENS]};
-        wl_parallel(threads, attend_heads, &actx, KVH * pieces, 1);
+        /* the G query heads of the tokens that share KV head g read its rows once */
+        const int64_t chunks = (pos + n - 1 + WL_ATTN_CHUNK - 1) / WL_ATTN_CHUNK;
+        attend_ctx actx = {.att = att, .parts = parts, .scb = scb, .rows = rows, .qts = qts, .qkv = qkv, .kv = kv,
+                           .n = n, .kvfmt = kvfmt, .layer_base = layer_base, .max_t = max_t, .pos = pos, .G = G,
+                           .D = D, .HD = HD, .qkv_n = qkv_n, .KVH = KVH, .parts_per_head = parts_per_head,
+                           .pieces = pieces, .per_piece = per_piece, .chunks = chunks, .qt_floats = qt_floats};
+        if (by_chunks) {
+            for (int64_t g = 0; g < KVH; g++)
+                if (wl_attend_queries(qts + g * qt_floats, qkv + g * G * D, qkv_n, 1, G, D) == NULL) actx.qts = NULL;
+            wl_parallel(threads, attend_chunks, &actx, KVH * chunks, 1);
+            for (int64_t g = 0; g < KVH; g++)
+                wl_attend_merge(att + g * G * D, HD, parts + g * parts_per_head, 1, G, D, pos + 1, kvfmt);
+        } else {
+            wl_parallel(threads, attend_heads, &actx, KVH * pieces, 1);
+        }
         const wl_matrix wo = matrix(p, L_O_W, NULL, HD, dim, wfmt);
         wl_linear(tmp, dim, att, HD, n, &wo, xq, sx, threads);
         for (int64_t i = 0; i < n * dim; i++) x[i] += tmp[i];

@@ -32,7 +32,7 @@ SHAPES = {
     ),
     "odd-widths-head-dim": dict(  # widths that are not multiples of 64 exercise the kernel's tails
         model_type="qwen2", vocab_size=70, dim=40, n_layers=1, n_heads=2, n_kv_heads=1, intermediate_size=50,
-        max_seq_len=64, qkv_bias=True, head_dim=24,
+        max_seq_len=128, qkv_bias=True, head_dim=24,
     ),
 }  # fmt: skip
 
@@ -195,9 +195,9 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
 
 @pytest.mark.parametrize("fmt", [0, 1])  # KV_F32, KV_BF16
 def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(fmt: int, compiled: None) -> None:
-    """wl_attend_group for 16 tokens of 8 query heads 256 wide (more queries than the vector scores' buffer takes:
-    the scalar loop stands in, summing as the vector scores do) against each token alone (the vector scores): the
-    same floats, on a float32 and a bfloat16 cache."""
+    """wl_attend_group for 16 tokens of 8 query heads 256 wide over up to 72 positions
+    against each token alone (the first 8 tokens see one chunk, the others two): the same floats, on a float32 and
+    a bfloat16 cache."""
     import ctypes
 
     import numpy as np
@@ -205,9 +205,9 @@ def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(fmt: i
     lib = ctypes.CDLL(str(fused_library.compile_library()))
     f = lib.wl_attend_group
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    f.argtypes = [ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, ptr, ptr]
+    f.argtypes = [ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr]
     f.restype = None
-    n, G, D, L0 = 16, 8, 256, 37
+    n, G, D, L0 = 16, 8, 256, 57
     L = L0 + n - 1
     rng = np.random.default_rng(3)
     values = rng.standard_normal(2 * L * D).astype(np.float32)
@@ -215,12 +215,14 @@ def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(fmt: i
     q = rng.standard_normal((n, G * D)).astype(np.float32)
     at = lambda a: ctypes.c_void_p(a.ctypes.data)  # noqa: E731
     many = np.zeros((n, G * D), np.float32)
-    scores, row = np.zeros(n * G * L, np.float32), np.zeros(16 * D, np.float32)
-    f(at(many), G * D, at(q), G * D, n, at(kv), fmt, 0, L * D, L0, G, D, at(scores), at(row))
+    chunk = 64  # WL_ATTN_CHUNK
+    parts, scores = np.zeros(-(-L // chunk) * n * G * (D + 16), np.float32), np.zeros(n * G * chunk, np.float32)
+    row = np.zeros(16 * D, np.float32)
+    f(at(many), G * D, at(q), G * D, n, at(kv), fmt, 0, L * D, L0, G, D, at(parts), at(scores), at(row))
     for t in range(n):
         one = np.zeros(G * D, np.float32)
         qt = np.ascontiguousarray(q[t])
-        f(at(one), G * D, at(qt), G * D, 1, at(kv), fmt, 0, L * D, L0 + t, G, D, at(scores), at(row))
+        f(at(one), G * D, at(qt), G * D, 1, at(kv), fmt, 0, L * D, L0 + t, G, D, at(parts), at(scores), at(row))
         assert np.array_equal(one, many[t]), f"token {t}"
 
 
@@ -304,13 +306,14 @@ def test_the_step_on_several_threads_equals_one_thread_bit_for_bit(
     shape: str, weights: str, compiled: None, monkeypatch: Any
 ) -> None:
     """Products and attention are split between threads by output rows and by KV heads (and 4 tokens at a time of a
-    step of more than 4), so every value is computed as one thread computes it: one-token and k-token steps give the
-    same logits and cache on 1, 2 and 3 threads."""
+    step of more than 4, or a one-token step's chunks of 64 positions: the prompt of 70 makes two), so every value is
+    computed as one thread computes it: one-token and k-token steps give the same logits and cache on 1, 2 and 3
+    threads."""
     dtype = torch.float32 if weights == "float" else torch.bfloat16
     model = build(shape, dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
     vocab = model.args.vocab_size
     g = torch.Generator().manual_seed(6)
-    prompt, tokens = torch.randint(0, vocab, (9,), generator=g).tolist(), torch.randint(0, vocab, (16,), generator=g)
+    prompt, tokens = torch.randint(0, vocab, (70,), generator=g).tolist(), torch.randint(0, vocab, (16,), generator=g)
     results = []
     for threads in (1, 2, 3):
         kv = model.open_cache(len(prompt) + 16)
