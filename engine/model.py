@@ -339,7 +339,9 @@ class Transformer:
             rows = None if not last_only else 1 if i + size >= len(tokens) else 0
             out.append(fused.many(chunk, kv, start + i, rows=rows))
             self.device.kv_advance(kv, start + i + len(chunk))
-        return out[-1] if last_only else torch.cat(out)
+        # one chunk's rows as they came: torch.cat would copy them on torch's threads, whose OpenMP workers then spin
+        # for a while after it, on the core that the fused step's own worker needs for the next step
+        return out[-1] if last_only or len(out) == 1 else torch.cat(out)
 
     def row_stats(self, rows: Tensor, until_miss: Sequence[int] = ()) -> RowStats:
         """Per row of logits (n, vocab): the first index of its largest value (argmax), that value, and the row's

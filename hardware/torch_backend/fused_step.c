@@ -90,10 +90,14 @@ static inline void kv_put(void *base, int64_t fmt, int64_t i, float v) {
         ((float *)base)[i] = v;
 }
 
+enum { CHUNK_ITEMS_MAX_TOKENS = 4 };              /* steps of up to this many tokens share their heads' chunks */
+enum { CHUNK_ITEM_QUERIES = 64, CHUNK_ITEM_D = 512 }; /* the most queries and widest heads of a chunk item's buffers */
+
 /* Scratch floats the step needs for up to STEP_MAX_TOKENS tokens at once (fused.py allocates this many): per token
  * x, xb, tmp, qkv, att, hb and sx, then per KV head the parts of its chunks of attention (fused_attention.c), then per
  * attention item (a KV head and some of the tokens, which may run on any thread) a chunk's scores and a key block,
- * then the quantised vectors (with, for block formats, their per-block scales and sums). */
+ * then per KV head the queries of up to CHUNK_ITEMS_MAX_TOKENS tokens transposed, then the quantised vectors (with, for
+ * block formats, their per-block scales and sums). */
 int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t dim = dims[D_DIM], h = dims[D_HEADS], kvh = dims[D_KV_HEADS], hd = dims[D_HEAD_DIM];
     const int64_t qkv = (h + 2 * kvh) * hd, n = STEP_MAX_TOKENS;
@@ -104,7 +108,7 @@ int64_t waferline_scratch_floats(const int64_t *dims) {
     const int64_t G = h / kvh, items = n + 4; /* pieces x tokens per piece (waferline_steps) is at most n + 3 */
     const int64_t floats =
         n * per_token + kvh * (WL_ATTN_PARTS(dims[D_MAX_TOKENS], n, G, hd) + items * G * WL_ATTN_CHUNK + n * 16 * hd +
-                               (G + 7) / 8 * 8 * hd);
+                               (CHUNK_ITEMS_MAX_TOKENS * G + 7) / 8 * 8 * hd);
     return floats + (n * widest) / 4 + n * (wl_blocks_scratch_bytes(widest) - widest + 3) / 4 + 16;
 }
 
@@ -135,20 +139,19 @@ static void attend_heads(const void *ctx_, int64_t begin, int64_t end) {
     }
 }
 
-enum { CHUNK_ITEM_G = 64, CHUNK_ITEM_D = 512 }; /* the widest heads a chunk item's stack buffers take */
-
-/* Item i of one token's attention: KV head i / chunks, its positions' chunk i % chunks (wl_attend_chunk), the chunk's
- * part written where wl_attend_merge reads it; the items of a head may run on any threads. Each head's queries were
- * transposed once (qts; NULL where they do not fit: the scalar loop). */
+/* Item i of the attention of a step of few tokens: KV head i / chunks, its positions' chunk i % chunks
+ * (wl_attend_chunk), the chunk's part written where wl_attend_merge reads it; the items of a head may run on any
+ * threads. Each head's queries were transposed once (qts; NULL where they do not fit: the scalar loop). */
 static void attend_chunks(const void *ctx_, int64_t begin, int64_t end) {
     const attend_ctx *c = (const attend_ctx *)ctx_;
-    float sc[CHUNK_ITEM_G * WL_ATTN_CHUNK] __attribute__((aligned(64))), row[16 * CHUNK_ITEM_D] __attribute__((aligned(64)));
+    float sc[CHUNK_ITEM_QUERIES * WL_ATTN_CHUNK] __attribute__((aligned(64)));
+    float row[16 * CHUNK_ITEM_D] __attribute__((aligned(64)));
     for (int64_t i = begin; i < end; i++) {
-        const int64_t g = i / c->chunks, k = i % c->chunks;
-        wl_attend_chunk(c->parts + g * c->parts_per_head + k * c->G * WL_ATTN_PART(c->D),
-                        c->qts != NULL ? c->qts + g * c->qt_floats : NULL, c->qkv + g * c->G * c->D, c->qkv_n, 1, c->kv, c->kvfmt, c->layer_base + g * c->max_t * c->D,
-                        c->layer_base + (c->KVH + g) * c->max_t * c->D, c->pos + 1, c->G, c->D, k * WL_ATTN_CHUNK,
-                        sc, row);
+        const int64_t g = i / c->chunks, k = i % c->chunks, kb = c->layer_base + g * c->max_t * c->D;
+        wl_attend_chunk(c->parts + g * c->parts_per_head + k * c->n * c->G * WL_ATTN_PART(c->D),
+                        c->qts != NULL ? c->qts + g * c->qt_floats : NULL, c->qkv + g * c->G * c->D, c->qkv_n, c->n,
+                        c->kv, c->kvfmt, kb, kb + c->KVH * c->max_t * c->D, c->pos + 1, c->G, c->D,
+                        k * WL_ATTN_CHUNK, sc, row);
     }
 }
 
@@ -181,12 +184,13 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
     float *sx = hb + n * I2, *parts = (float *)(((uintptr_t)(sx + n) + 63) & ~(uintptr_t)63); /* on a cache line */
     float *scb = parts + KVH * parts_per_head;
     float *rows = scb + KVH * (n + 4) * G * WL_ATTN_CHUNK, *qts = rows + KVH * n * 16 * D;
-    const int64_t qt_floats = (G + 7) / 8 * 8 * D; /* one token's queries of a KV head, transposed */
-    uint8_t *xq = (uint8_t *)(qts + KVH * qt_floats);
-    /* the attention's items: one per KV head, or with more threads one per KV head and 4 tokens, or for one token one
-     * per KV head and chunk of its positions (as many as its heads' positions take) */
+    /* the attention's items: one per KV head, or with more threads one per KV head and 4 tokens, or for up to 4 tokens
+     * one per KV head and chunk of their positions (their queries transposed once per KV head, in qts) */
     const int64_t per_piece = threads > 1 && n > 4 ? 4 : n, pieces = (n + per_piece - 1) / per_piece;
-    const int by_chunks = n == 1 && threads > 1 && G <= CHUNK_ITEM_G && D <= CHUNK_ITEM_D;
+    const int by_chunks =
+        n <= CHUNK_ITEMS_MAX_TOKENS && threads > 1 && n * G <= CHUNK_ITEM_QUERIES && D <= CHUNK_ITEM_D;
+    const int64_t qt_floats = by_chunks ? (n * G + 7) / 8 * 8 * D : 0;
+    uint8_t *xq = (uint8_t *)(qts + KVH * qt_floats);
 
     for (int64_t t = 0; t < n; t++) {
         if (embfmt >= EMB_BLOCKS) {
@@ -233,10 +237,10 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
                            .pieces = pieces, .per_piece = per_piece, .chunks = chunks, .qt_floats = qt_floats};
         if (by_chunks) {
             for (int64_t g = 0; g < KVH; g++)
-                if (wl_attend_queries(qts + g * qt_floats, qkv + g * G * D, qkv_n, 1, G, D) == NULL) actx.qts = NULL;
+                if (wl_attend_queries(qts + g * qt_floats, qkv + g * G * D, qkv_n, n, G, D) == NULL) actx.qts = NULL;
             wl_parallel(threads, attend_chunks, &actx, KVH * chunks, 1);
             for (int64_t g = 0; g < KVH; g++)
-                wl_attend_merge(att + g * G * D, HD, parts + g * parts_per_head, 1, G, D, pos + 1, kvfmt);
+                wl_attend_merge(att + g * G * D, HD, parts + g * parts_per_head, n, G, D, pos + 1, kvfmt);
         } else {
             wl_parallel(threads, attend_heads, &actx, KVH * pieces, 1);
         }

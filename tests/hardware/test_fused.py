@@ -232,16 +232,19 @@ def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_toke
 ) -> None:
     """A prompt prefilled where the k-token step beats the per-op calls (int8 at any length, float32 up to
     FLOAT_PREFILL_MAX tokens) goes through it, 16 tokens a call, and writes the logits and cache of one-token steps
-    exactly; a longer float32 prompt stays on the per-op calls."""
+    exactly; a longer float32 prompt stays on the per-op calls. One call's rows come back as the step wrote them."""
     dtype = torch.float32 if weights == "float" else torch.bfloat16
     model = build("qwen2-gqa-bias-tied", dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
     assert model.fused is not None
     calls: list[tuple[int, int | None]] = []  # tokens and logits rows of each call
     many = model.fused.many
 
+    made: list[torch.Tensor] = []
+
     def counted(tokens: list[int], kv: Any, pos: int, *, rows: int | None = None) -> torch.Tensor:
         calls.append((len(tokens), rows))
-        return many(tokens, kv, pos, rows=rows)
+        made.append(many(tokens, kv, pos, rows=rows))
+        return made[-1]
 
     model.fused.many = counted  # type: ignore[method-assign]
     g = torch.Generator().manual_seed(9)
@@ -262,6 +265,8 @@ def test_a_prefill_runs_through_the_fused_step_where_it_pays_and_equals_one_toke
             assert calls == [(c, 0) for c in chunks[:-1]] + [(chunks[-1], 1)] + [(c, None) for c in chunks], calls
             assert torch.equal(rows, one) and torch.equal(last, one[-1:]), length
             assert torch.equal(kv.payload.data, one_kv.payload.data), length
+            if len(chunks) == 1:  # one call's rows as the step wrote them: no copy on torch's threads (model.py)
+                assert rows.data_ptr() == made[-1].data_ptr(), length
         else:
             assert calls == [], calls
             assert torch.allclose(rows, one, atol=1e-4), length
@@ -306,9 +311,9 @@ def test_the_step_on_several_threads_equals_one_thread_bit_for_bit(
     shape: str, weights: str, compiled: None, monkeypatch: Any
 ) -> None:
     """Products and attention are split between threads by output rows and by KV heads (and 4 tokens at a time of a
-    step of more than 4, or a one-token step's chunks of 64 positions: the prompt of 70 makes two), so every value is
-    computed as one thread computes it: one-token and k-token steps give the same logits and cache on 1, 2 and 3
-    threads."""
+    step of more than 4, or the chunks of 64 positions of a step of up to 4: the prompt of 70 makes two), so every
+    value is computed as one thread computes it: one-token and k-token steps (3 and 5 tokens) give the same logits and
+    cache on 1, 2 and 3 threads."""
     dtype = torch.float32 if weights == "float" else torch.bfloat16
     model = build(shape, dtype=dtype, weights=weights, fuse=True, monkeypatch=monkeypatch)
     vocab = model.args.vocab_size
@@ -320,11 +325,12 @@ def test_the_step_on_several_threads_equals_one_thread_bit_for_bit(
         model.forward(torch.tensor(prompt), kv, 0)  # per-op prefill on one thread (torch's float GEMM splits sums)
         with _with_threads(threads):
             one = torch.cat([model.forward(tokens[i : i + 1], kv, len(prompt) + i) for i in range(8)])
-            many = model.forward(tokens[8:].tolist(), kv, len(prompt) + 8, last_only=False, like_steps=True)
-        results.append((one, many, kv.payload.data.clone()))
-    for one, many, cache in results[1:]:
-        assert torch.equal(one, results[0][0]) and torch.equal(many, results[0][1])
-        assert torch.equal(cache, results[0][2])
+            few = model.forward(tokens[8:11].tolist(), kv, len(prompt) + 8, last_only=False, like_steps=True)
+            many = model.forward(tokens[11:].tolist(), kv, len(prompt) + 11, last_only=False, like_steps=True)
+        results.append((one, few, many, kv.payload.data.clone()))
+    for one, few, many, cache in results[1:]:
+        assert torch.equal(one, results[0][0]) and torch.equal(few, results[0][1]) and torch.equal(many, results[0][2])
+        assert torch.equal(cache, results[0][3])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
