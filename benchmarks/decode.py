@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from waferline.engine.loader import load, set_threads
+    from waferline.engine.loader import load, set_threads, step_threads
     from waferline.hardware.blocks import BlockWeight
     from waferline.hardware.registry import weight_format
 
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     prompt = torch.randint(0, margs.vocab_size, (args.prompt_tokens,), generator=g).tolist()
 
     log(f"timing {args.repeats} runs of {args.prompt_tokens} prompt + {args.new_tokens} new tokens")
-    probe, steps = ReadProbe(loaded.model, torch.get_num_threads()), StepProbe(loaded.model, prompt)
+    probe, steps = ReadProbe(loaded.model, step_threads(loaded.model)), StepProbe(loaded.model, prompt)
 
     def between() -> None:
         probe.sample()
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         "params": margs.n_params,
         "dtype": args.dtype,
         "backend": args.backend,
-        "threads": torch.get_num_threads(),
+        "threads": step_threads(loaded.model),
         "prefill_threads": fused.threads_for(fused.max_tokens) if fused is not None else torch.get_num_threads(),
         "decode_path": "fused" if fused is not None else "per-op",
         "prompt_tokens": args.prompt_tokens,
@@ -155,14 +155,13 @@ def run(args: argparse.Namespace) -> int:
 
 def run_speculation(args: argparse.Namespace, loaded: Any, load_avg: float) -> int:
     """--k-curve and --speculate (benchmarks/speculate.py): one report, a table each or one JSON object."""
-    import torch
-
     from waferline.benchmarks import speculate
+    from waferline.engine.loader import step_threads
 
     report: dict[str, Any] = {
         "model": loaded.name,
         "dtype": args.dtype,
-        "threads": torch.get_num_threads(),
+        "threads": step_threads(loaded.model),
         "decode_path": "fused" if getattr(loaded.model, "fused", None) is not None else "per-op",
         "repeats": args.repeats,
         "load_avg_1m": load_avg,

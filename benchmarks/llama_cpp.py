@@ -156,8 +156,9 @@ def waferline_decode(model: Any, prompt: list[int], new_tokens: int, threads: in
 
     from waferline.engine.generate import generate
     from waferline.engine.kvcache import Session
+    from waferline.engine.loader import set_threads
 
-    torch.set_num_threads(threads)
+    set_threads(threads, 0, model)  # the fused step's threads (torch's too, or 1 beside a step that takes prompts)
     session = Session(model, "bench-llama-cpp", max_tokens=len(prompt) + new_tokens)
     with torch.inference_mode():
         r = generate(session, prompt, max_new_tokens=new_tokens)

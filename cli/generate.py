@@ -50,11 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
 
     from waferline.engine.generate import generate
     from waferline.engine.kvcache import Session
-    from waferline.engine.loader import load, set_threads
+    from waferline.engine.loader import load, set_threads, step_threads
     from waferline.hardware.registry import weight_format
 
     if args.max_tokens < 0:
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if len(ids) > context:
         raise ValueError(f"prompt too long: {len(ids)} tokens, but {loaded.name} has a context of {context} tokens")
     note = " (random weights: the text is noise, the speed is real)" if loaded.path is None else ""
-    print(f"{loaded.name} · {args.backend} {args.dtype} · {torch.get_num_threads()} threads{note}", file=sys.stderr)
+    print(f"{loaded.name} · {args.backend} {args.dtype} · {step_threads(loaded.model)} threads{note}", file=sys.stderr)
 
     session = Session(loaded.model, "cli", max_tokens=min(context, len(ids) + max(args.max_tokens, 1)))
     if not args.no_echo:

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from waferline.engine.healing import Healing
 from waferline.engine.kvcache import Session, scored
+from waferline.engine.sampling import draw, nucleus
 from waferline.engine.speculate import Drafter, Verifier, sample_draft
 
 STOP_REASONS = ("stop_token", "stop_string", "stop_rule", "max_tokens", "time_budget", "cancelled", "context_full")
@@ -134,12 +135,9 @@ def sample(
         return int(logits.argmax())
     probs = torch.softmax(logits.float() / temperature, dim=-1)  # (vocab,)
     if top_p < 1.0:
-        sorted_p, order = probs.sort(descending=True)
-        # keep the most likely ids until their mass reaches top_p (the most likely one is always kept)
-        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
-        choice = torch.multinomial(sorted_p * keep, 1, generator=generator)
-        return int(order[choice])
-    return int(torch.multinomial(probs, 1, generator=generator))
+        kept, order = nucleus(probs, top_p)
+        return int(order[draw(kept, generator)])
+    return draw(probs, generator)
 
 
 def generate(

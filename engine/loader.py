@@ -38,10 +38,25 @@ def set_threads(threads: int | None, n_params: int, model: Any = None) -> None:
     editor's core shares for a fraction of a second (SmolLM2-135M Q4_1 prefilled 150 tokens in ~200 ms on 2
     threads against ~330 on 1, docs/benchmarks-decode.md), and the fused step's pool runs alone for a while when
     the other core is busy (fused_pool.c).
+
+    A model whose fused step takes every prompt (int8 or GGUF block weights: `prefill_max` None) leaves torch only
+    small ops around its steps (sampling over the vocabulary, a copy of logits), so torch gets 1 thread: on more,
+    each such op wakes torch's OpenMP workers, which then spin for a while on the cores the step's own pool needs
+    (a SmolLM2 Q4_1 step on 2 threads, sampled at temperature 0.7: most products ran alone after stalls).
     """
     import torch
 
-    torch.set_num_threads(model_threads(threads, n_params, model))
+    step_threads = model_threads(threads, n_params, model)
+    fused = getattr(model, "fused", None)
+    torch.set_num_threads(1 if fused is not None and fused.prefill_max is None else step_threads)
+
+
+def step_threads(model: Any) -> int:
+    """The threads `model`'s one-token step runs on: its fused step's own, else torch's (the per-op path)."""
+    import torch
+
+    fused = getattr(model, "fused", None)
+    return fused.threads_for(1) if fused is not None else torch.get_num_threads()
 
 
 def model_threads(threads: int | None, n_params: int, model: Any) -> int:

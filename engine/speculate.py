@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from waferline.engine.kvcache import Scored, Session
+from waferline.engine.sampling import draw, nucleus
 
 SOURCES = ("caller", "ngram")
 NGRAMS = (3, 2, 1)  # suffix lengths n-gram lookup tries, longest first
@@ -248,9 +249,8 @@ def sample_draft(
         return int(logits.argmax())
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     if top_p < 1.0:  # the nucleus `sample` draws from, as a full-vocabulary distribution
-        sorted_p, order = probs.sort(descending=True)
-        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
-        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p * keep)
+        kept, order = nucleus(probs, top_p)
+        probs = torch.zeros_like(probs).scatter_(0, order, kept)
         probs /= probs.sum()
     u = float(torch.rand((), generator=generator))
     if u < float(probs[draft]):
@@ -259,7 +259,7 @@ def sample_draft(
     residual[draft] = 0.0
     if float(residual.sum()) <= 0.0:
         return draft
-    return int(torch.multinomial(residual, 1, generator=generator))
+    return draw(residual, generator)
 
 
 class Verifier:

@@ -50,6 +50,20 @@ def test_threads_given_set_both_and_bad_ones_are_refused(monkeypatch: pytest.Mon
     assert torch.get_num_threads() == 1
 
 
+def test_a_step_that_takes_every_prompt_leaves_torch_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """int8 and GGUF block models prefill through the fused step too: torch runs only small ops around it, on one
+    thread, so that its OpenMP workers never spin on the cores the step's pool uses."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    every = step()
+    every.prefill_max = None
+    model = SimpleNamespace(fused=every)
+    set_threads(None, SMALL_MODEL_PARAMS * 10, model)
+    assert (model.fused.threads_for(1), model.fused.threads_for(16)) == (7, 8)
+    assert torch.get_num_threads() == 1
+    set_threads(4, SMALL_MODEL_PARAMS * 10, model)
+    assert model.fused.threads_for(1) == 4 and torch.get_num_threads() == 1
+
+
 def test_an_unset_step_follows_torch() -> None:
     torch.set_num_threads(2)
     assert step().threads_for(1) == step().threads_for(16) == 2
