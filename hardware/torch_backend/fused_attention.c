@@ -102,11 +102,15 @@ static inline void add_weighted_rows(float *restrict o, const float *restrict w,
 
 /* The n G queries (query t G + j: token t's head j; token t's q: G x D at q + t * qs) transposed in groups of 8 for
  * the vector scores (qt[(g D + i) 8 + r]: element i of query 8 g + r), so that their broadcasts are one pointer plus a
- * constant; returns qt, or NULL where they take more than WL_ATTN_QT floats (the scalar loop then stands in). */
+ * constant; returns qt, or NULL where they take more than WL_ATTN_QT floats (the scalar loop then stands in) or
+ * where one token's queries are read in place (ATTN_STRIDED: head widths 64 and 128 with AVX-512). */
 const float *wl_attend_queries(float *restrict qt, const float *restrict q, int64_t qs, int64_t n, int64_t G,
                                int64_t D) {
 #ifdef ATTN_VEC
     const int64_t nqt = n * G;
+#ifdef ATTN_STRIDED
+    if (ATTN_STRIDED(n, D)) return NULL; /* wl_attend_chunk reads them where they are */
+#endif
     if ((nqt + 7) / 8 * 8 * D > WL_ATTN_QT) return NULL;
     for (int64_t qi = 0; qi < nqt; qi++) {
         const float *src = q + (qi / G) * qs + (qi % G) * D;
@@ -140,6 +144,19 @@ void wl_attend_chunk(float *restrict part, const float *restrict qt, const float
     for (int64_t t0 = c0; t0 < c1; t0 += 16) {
         const int64_t nb = c1 - t0 < 16 ? c1 - t0 : 16;
         key_block(row, kv, fmt, kb + t0 * D, nb, D);
+#ifdef ATTN_STRIDED
+        if (ATTN_STRIDED(n, D)) {
+            for (int64_t g0 = 0; g0 < G; g0 += 8) { /* the token's queries, 8 at a time, read where they are */
+                float *dst[8];
+                int64_t cnt[8];
+                const int nq = G - g0 < 8 ? (int)(G - g0) : 8;
+                const int64_t left = L0 - t0, seen = left < 0 ? 0 : (left < nb ? left : nb);
+                for (int r = 0; r < nq; r++) dst[r] = sc + (g0 + r) * C + (t0 - c0), cnt[r] = seen;
+                block_scores_strided(q + g0 * D, D, dst, cnt, nq, row, scale);
+            }
+            continue;
+        }
+#endif
 #ifdef ATTN_VEC
         if (qt != NULL) {
             const int64_t nqt = n * G;

@@ -141,6 +141,57 @@ static void block_scores_n(const float *restrict qt, float *const *dst, const in
     }
 }
 
+/* block_scores for one token's NQ (<= 8) queries DS floats apart (query j at q + j DS), DS a constant: every broadcast
+ * one pointer plus a constant without the queries transposed first (the same arithmetic; per-query pointers instead
+ * spilled to vector registers inside the loop, 5% slower). */
+#define SCORE_S(j)                                                                                                    \
+    if ((j) < NQ) a##j = _mm512_fmadd_ps(_mm512_set1_ps(q[(j) * DS + i]), k, a##j)
+static inline __attribute__((always_inline)) void block_scores_s(const float *restrict q, const int64_t DS,
+                                                                 float *const *dst, const int64_t *cnt, const int NQ,
+                                                                 const float *restrict row, float scale) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t i = 0; i < DS; i++) {
+        const __m512 k = _mm512_loadu_ps(row + i * 16);
+        SCORE_S(0);
+        SCORE_S(1);
+        SCORE_S(2);
+        SCORE_S(3);
+        SCORE_S(4);
+        SCORE_S(5);
+        SCORE_S(6);
+        SCORE_S(7);
+    }
+    const __m512 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    for (int j = 0; j < NQ; j++)
+        _mm512_mask_storeu_ps(dst[j], (__mmask16)((1u << cnt[j]) - 1), _mm512_mul_ps(a[j], _mm512_set1_ps(scale)));
+}
+#undef SCORE_S
+
+/* Whether one token's queries of head width D take block_scores_strided (else they are transposed first) */
+#define ATTN_STRIDED(n, D) ((n) == 1 && ((D) == 64 || (D) == 128))
+
+#define STRIDED_CASES(DS)                                                                                             \
+    switch (nq) {                                                                                                     \
+    case 1: block_scores_s(q, DS, dst, cnt, 1, row, scale); break;                                                    \
+    case 2: block_scores_s(q, DS, dst, cnt, 2, row, scale); break;                                                    \
+    case 3: block_scores_s(q, DS, dst, cnt, 3, row, scale); break;                                                    \
+    case 4: block_scores_s(q, DS, dst, cnt, 4, row, scale); break;                                                    \
+    case 5: block_scores_s(q, DS, dst, cnt, 5, row, scale); break;                                                    \
+    case 6: block_scores_s(q, DS, dst, cnt, 6, row, scale); break;                                                    \
+    case 7: block_scores_s(q, DS, dst, cnt, 7, row, scale); break;                                                    \
+    case 8: block_scores_s(q, DS, dst, cnt, 8, row, scale); break;                                                    \
+    default: break;                                                                                                   \
+    }
+static void block_scores_strided(const float *restrict q, int64_t D, float *const *dst, const int64_t *cnt, int nq,
+                                 const float *restrict row, float scale) {
+    if (D == 64) {
+        STRIDED_CASES(64)
+    } else {
+        STRIDED_CASES(128)
+    }
+}
+#undef STRIDED_CASES
+
 /* NO (<= 4) outputs o[j][0..D) += sum over p < np of w[j][p] * v[p * D ..], D a multiple of 16: add_weighted_rows
  * for each, every value row read once for all of them and their chains of additions overlapping. wt holds the
  * weights transposed (wt[p * 4 + j]). `fresh`: the sums start from zero instead of o (as from a zeroed o; so for the

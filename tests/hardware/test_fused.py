@@ -194,10 +194,14 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
 
 
 @pytest.mark.parametrize("fmt", [0, 1])  # KV_F32, KV_BF16
-def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(fmt: int, compiled: None) -> None:
-    """wl_attend_group for 16 tokens of 8 query heads 256 wide over up to 72 positions
-    against each token alone (the first 8 tokens see one chunk, the others two): the same floats, on a float32 and
-    a bfloat16 cache."""
+@pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128)])
+def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
+    G: int, D: int, fmt: int, compiled: None
+) -> None:
+    """wl_attend_group for 16 tokens over up to 72 positions against each token alone (the first 8 tokens see one
+    chunk, the others two): the same floats, on a float32 and a bfloat16 cache. 16 x 8 queries 256 wide are more
+    than the transposed queries' buffer takes (the scalar loop stands in); one token's queries 64 and 128 wide are
+    read in place (ATTN_STRIDED), the 16 tokens' transposed."""
     import ctypes
 
     import numpy as np
@@ -207,7 +211,7 @@ def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(fmt: i
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     f.argtypes = [ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr]
     f.restype = None
-    n, G, D, L0 = 16, 8, 256, 57
+    n, L0 = 16, 57
     L = L0 + n - 1
     rng = np.random.default_rng(3)
     values = rng.standard_normal(2 * L * D).astype(np.float32)
