@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare_hf:
         hf_dtype = args.hf_dtype or ("float32" if args.dtype == "int8" else args.dtype)
         log(f"timing transformers generate() ({hf_dtype})")
+        torch.set_num_threads(report["threads"])  # as many as ours (set_threads may have left torch 1 beside them)
         hf = time_hf(loaded, prompt, args.new_tokens, args.repeats, hf_dtype)
         report |= {
             "hf_dtype": hf_dtype,
