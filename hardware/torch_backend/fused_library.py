@@ -161,6 +161,8 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_read.restype = ctypes.c_uint64
     lib.waferline_read.argtypes = [vp, vp, i64, i64]  # pointers, byte counts, how many, threads
     lib.waferline_pool_stats.argtypes = [vp]
+    lib.waferline_pool_stall_probe.restype = i64
+    lib.waferline_pool_stall_probe.argtypes = [i64, i64]  # the caller's chunk busy, a worker's asleep (µs)
     lib.waferline_row_stats.restype = ctypes.c_int64  # rows done
     lib.waferline_row_stats.argtypes = [vp, i64, i64, vp, vp, vp, vp, i64]  # rows, n, vocab; out: argmax, max,
     # logsumexp; the draft the rows verify and its length (0: every row)

@@ -41,6 +41,7 @@
 
 #define SPIN_NS 1000000 /* how long an idle worker spins before it sleeps */
 #define STALL_NS 30000  /* a wait for workers this long, and longer than two of the caller's chunks, is a stall */
+#define STALL_CHECK 256 /* spins of a wait (~15 µs of pause hints) before the clock is read: a shorter one is no stall */
 #define BACKOFF 16      /* the caller then runs alone for this many times the stall (at least BACKOFF_MIN_NS) */
 #define BACKOFF_MIN_NS 1000000
 
@@ -204,16 +205,18 @@ void wl_parallel(int64_t threads, wl_task fn, const void *ctx, int64_t n_items, 
     }
     const int64_t t0 = now_ns();
     const int64_t ran = run_chunks(g, 0, want + 1);
-    const int64_t t1 = now_ns();
+    int64_t t1 = 0; /* the clock once the wait has lasted STALL_CHECK spins (most waits end sooner: no more reads) */
     for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
         CPU_RELAX(); /* a chunk still running elsewhere: at most one chunk's time, unless its thread was preempted */
+        if (spins == STALL_CHECK) t1 = now_ns();
         if ((spins & 4095) == 4095) sched_yield();
     }
-    const int64_t waited = now_ns() - t1;
+    const int64_t waited = t1 > 0 ? now_ns() - t1 : 0; /* from the check on: a little less than the whole wait */
     pool.stats[0]++;
     /* the last chunk running elsewhere began before the caller's last one ended, so a wait longer than two of the
      * caller's chunks is a worker that lost its core (few chunks of a long product, as the attention of a prompt's
-     * tokens, may leave a whole chunk to wait for: not a stall) */
+     * tokens, may leave a whole chunk to wait for: not a stall); t1 - t0 counts the caller's chunks and the first
+     * spins of its wait */
     if (waited > STALL_NS && waited > 2 * (t1 - t0) / (ran > 0 ? ran : 1)) {
         pool.alone_until = now_ns() + (BACKOFF * waited > BACKOFF_MIN_NS ? BACKOFF * waited : BACKOFF_MIN_NS);
         pool.stats[2]++;
@@ -272,4 +275,34 @@ uint64_t waferline_read(const void *const *ptrs, const int64_t *nbytes, int64_t 
         wl_parallel(threads, read_pages, &ctx, (nbytes[i] + READ_PAGE - 1) / READ_PAGE, READ_GRAIN);
     }
     return atomic_load(&sum);
+}
+
+/* -- for tests: a worker that loses its core ------------------------------------------------------------------------ */
+typedef struct {
+    pthread_t caller;
+    int64_t caller_ns, worker_ns;
+    _Atomic int64_t *worker_chunks;
+} stall_ctx;
+
+static void stall_chunks(const void *ctx_, int64_t begin, int64_t end) {
+    const stall_ctx *c = (const stall_ctx *)ctx_;
+    for (int64_t i = begin; i < end; i++) {
+        if (pthread_equal(pthread_self(), c->caller)) { /* busy, as a chunk of a product is */
+            for (const int64_t until = now_ns() + c->caller_ns; now_ns() < until;) CPU_RELAX();
+        } else { /* asleep in the middle of its chunk, as a preempted worker is */
+            atomic_fetch_add(c->worker_chunks, 1);
+            const struct timespec t = {.tv_sec = c->worker_ns / 1000000000, .tv_nsec = c->worker_ns % 1000000000};
+            nanosleep(&t, NULL);
+        }
+    }
+}
+
+/* For tests: one product of 2 chunks on 2 threads, the caller's chunk busy for caller_us, a worker's chunk asleep for
+ * worker_us; returns how many chunks a worker ran (0: the caller ran both, alone or before the worker came). */
+int64_t waferline_pool_stall_probe(int64_t caller_us, int64_t worker_us) {
+    _Atomic int64_t worker_chunks = 0;
+    const stall_ctx ctx = {.caller = pthread_self(), .caller_ns = caller_us * 1000, .worker_ns = worker_us * 1000,
+                           .worker_chunks = &worker_chunks};
+    wl_parallel(2, stall_chunks, &ctx, 2, 1);
+    return atomic_load(&worker_chunks);
 }

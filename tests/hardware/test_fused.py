@@ -393,6 +393,25 @@ def test_the_read_probe_reads_every_byte(compiled: None) -> None:
     assert fused_library.read_seconds(bufs, threads=2, repeats=2) > 0
 
 
+def test_a_worker_that_loses_its_core_is_a_stall_and_the_caller_then_runs_alone(compiled: None) -> None:
+    """fused_pool.c: a worker asleep in the middle of its chunk (20 ms, as a preempted one) keeps the caller waiting
+    far longer than its own chunk (0.2 ms): a stall, after which the caller runs its products alone for 16 times the
+    wait; then the workers are tried again. (The caller may run both chunks before the worker comes: tried again.)"""
+    lib = fused_library.library()
+    assert lib is not None
+    fused_library.pool_stats()  # counted from here
+    for _ in range(50):
+        if lib.waferline_pool_stall_probe(200, 20_000) > 0:
+            break
+    else:
+        pytest.fail("the worker never took its chunk")
+    stats = fused_library.pool_stats()
+    assert stats["stalls"] == 1, stats
+    assert lib.waferline_pool_stall_probe(0, 20_000) == 0  # within the next 320 ms: alone, no worker asleep
+    assert fused_library.pool_stats() == {"split": 0, "alone": 1, "stalls": 0}
+    assert fused_library.pool_stats() == {"split": 0, "alone": 0, "stalls": 0}  # read once, then counted afresh
+
+
 def test_the_pool_runs_every_chunk_once_whatever_the_threads(compiled: None) -> None:
     """wl_parallel shares a product's chunks out in one part per thread, each thread taking from the front of its own
     and then from the back of the others': through the read probe (one product per buffer, each chunk adding its
