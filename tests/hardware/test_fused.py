@@ -194,14 +194,15 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
 
 
 @pytest.mark.parametrize("fmt", [0, 1])  # KV_F32, KV_BF16
-@pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128)])
+@pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128), (12, 64)])
 def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
     G: int, D: int, fmt: int, compiled: None
 ) -> None:
     """wl_attend_group for 16 tokens over up to 72 positions against each token alone (the first 8 tokens see one
-    chunk, the others two): the same floats, on a float32 and a bfloat16 cache. 16 x 8 queries 256 wide are more
-    than the transposed queries' buffer takes (the scalar loop stands in); one token's queries 64 and 128 wide are
-    read in place (ATTN_STRIDED), the 16 tokens' transposed."""
+    chunk, the others two): the same floats, on a float32 and a bfloat16 cache, and softmax(q k / sqrt(D)) v in
+    float64 within 1e-5. 16 x 8 queries 256 wide are more than the transposed queries' buffer takes (the scalar loop
+    stands in); one token's queries 64 and 128 wide are read in place (ATTN_STRIDED; 12 of them in two groups), the 16
+    tokens' transposed."""
     import ctypes
 
     import numpy as np
@@ -228,6 +229,13 @@ def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
         qt = np.ascontiguousarray(q[t])
         f(at(one), G * D, at(qt), G * D, 1, at(kv), fmt, 0, L * D, L0 + t, G, D, at(parts), at(scores), at(row))
         assert np.array_equal(one, many[t]), f"token {t}"
+    cache = (kv.astype(np.uint32) << 16).view(np.float32) if fmt == 1 else kv
+    keys, vals = cache[: L * D].reshape(L, D).astype(np.float64), cache[L * D :].reshape(L, D).astype(np.float64)
+    for t in range(n):
+        s = q[t].reshape(G, D).astype(np.float64) @ keys[: L0 + t].T / np.sqrt(D)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        want = (p / p.sum(axis=1, keepdims=True)) @ vals[: L0 + t]
+        assert np.allclose(many[t].reshape(G, D), want, atol=1e-5, rtol=1e-5), f"token {t}"
 
 
 @pytest.mark.parametrize("weights", ["float", "int8"])
