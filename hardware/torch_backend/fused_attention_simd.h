@@ -100,14 +100,16 @@ static inline void unsplit_row(float *o, int64_t D) {
 
 #ifdef __AVX512F__
 /* NQ (<= 8) queries against a transposed block of 16 keys (row: D x 16): query j's 16 scores, times `scale`, the
- * first cnt[j] of them stored at dst[j]. qt holds the queries transposed (qt[i * 8 + j]: element i of query j), so
- * that every broadcast is one pointer plus a constant. The same multiplies and adds in the same order as one query
- * at a time; taken together, their NQ chains of additions overlap instead of each waiting for the one before. */
+ * first cnt[j] of them stored at dst[j]. Element i of query j is q[i IS + j JS], IS and JS constants where it is
+ * inlined (block_scores: the queries transposed, IS 8 and JS 1; block_scores_s: in place), so that every broadcast
+ * is one pointer plus a constant. The same multiplies and adds in the same order as one query at a time; taken
+ * together, their NQ chains of additions overlap instead of each waiting for the one before. */
 #define SCORE(j)                                                                                                      \
-    if ((j) < NQ) a##j = _mm512_fmadd_ps(_mm512_set1_ps(qt[i * 8 + (j)]), k, a##j)
-static inline __attribute__((always_inline)) void block_scores(const float *restrict qt, float *const *dst,
-                                                               const int64_t *cnt, const int NQ,
-                                                               const float *restrict row, int64_t D, float scale) {
+    if ((j) < NQ) a##j = _mm512_fmadd_ps(_mm512_set1_ps(q[i * IS + (j) * JS]), k, a##j)
+static inline __attribute__((always_inline)) void block_scores_at(const float *restrict q, const int64_t IS,
+                                                                  const int64_t JS, float *const *dst,
+                                                                  const int64_t *cnt, const int NQ,
+                                                                  const float *restrict row, int64_t D, float scale) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     for (int64_t i = 0; i < D; i++) {
         const __m512 k = _mm512_loadu_ps(row + i * 16);
@@ -126,6 +128,13 @@ static inline __attribute__((always_inline)) void block_scores(const float *rest
 }
 #undef SCORE
 
+/* the queries transposed (qt[i * 8 + j]: element i of query j) */
+static inline __attribute__((always_inline)) void block_scores(const float *restrict qt, float *const *dst,
+                                                               const int64_t *cnt, const int NQ,
+                                                               const float *restrict row, int64_t D, float scale) {
+    block_scores_at(qt, 8, 1, dst, cnt, NQ, row, D, scale);
+}
+
 static void block_scores_n(const float *restrict qt, float *const *dst, const int64_t *cnt, int nq,
                            const float *restrict row, int64_t D, float scale) {
     switch (nq) {
@@ -141,31 +150,14 @@ static void block_scores_n(const float *restrict qt, float *const *dst, const in
     }
 }
 
-/* block_scores for one token's NQ (<= 8) queries DS floats apart (query j at q + j DS), DS a constant: every broadcast
- * one pointer plus a constant without the queries transposed first (the same arithmetic; per-query pointers instead
- * spilled to vector registers inside the loop, 5% slower). */
-#define SCORE_S(j)                                                                                                    \
-    if ((j) < NQ) a##j = _mm512_fmadd_ps(_mm512_set1_ps(q[(j) * DS + i]), k, a##j)
+/* block_scores for one token's NQ (<= 8) queries DS floats apart (query j at q + j DS), DS a constant: read in place,
+ * without the queries transposed first (the same arithmetic; per-query pointers instead spilled to vector registers
+ * inside the loop, 5% slower). */
 static inline __attribute__((always_inline)) void block_scores_s(const float *restrict q, const int64_t DS,
                                                                  float *const *dst, const int64_t *cnt, const int NQ,
                                                                  const float *restrict row, float scale) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (int64_t i = 0; i < DS; i++) {
-        const __m512 k = _mm512_loadu_ps(row + i * 16);
-        SCORE_S(0);
-        SCORE_S(1);
-        SCORE_S(2);
-        SCORE_S(3);
-        SCORE_S(4);
-        SCORE_S(5);
-        SCORE_S(6);
-        SCORE_S(7);
-    }
-    const __m512 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
-    for (int j = 0; j < NQ; j++)
-        _mm512_mask_storeu_ps(dst[j], (__mmask16)((1u << cnt[j]) - 1), _mm512_mul_ps(a[j], _mm512_set1_ps(scale)));
+    block_scores_at(q, 1, DS, dst, cnt, NQ, row, DS, scale);
 }
-#undef SCORE_S
 
 /* Whether one token's queries of head width D take block_scores_strided (else they are transposed first) */
 #define ATTN_STRIDED(n, D) ((n) == 1 && ((D) == 64 || (D) == 128))
