@@ -50,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from waferline.engine.generate import generate
     from waferline.engine.kvcache import Session
     from waferline.engine.loader import load, set_threads, step_threads

@@ -46,9 +46,9 @@ def set_threads(threads: int | None, n_params: int, model: Any = None) -> None:
     """
     import torch
 
-    step_threads = model_threads(threads, n_params, model)
+    one_token = model_threads(threads, n_params, model)
     fused = getattr(model, "fused", None)
-    torch.set_num_threads(1 if fused is not None and fused.prefill_max is None else step_threads)
+    torch.set_num_threads(1 if fused is not None and fused.prefill_max is None else one_token)
 
 
 def step_threads(model: Any) -> int:

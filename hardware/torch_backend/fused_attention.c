@@ -139,26 +139,21 @@ void wl_attend_chunk(float *restrict part, const float *restrict qt, const float
     const float scale = 1.0f / sqrtf((float)D);
     const int64_t L = L0 + n - 1, c1 = c0 + C < L ? c0 + C : L, P = WL_ATTN_PART(D);
     if (c1 <= c0) return;
+#ifndef ATTN_VEC
+    (void)qt; /* the scalar build scores every query by the loop below */
+#endif
     /* q.k for 16 positions at a time: the block of keys is transposed into `row` (D x 16 floats), so that each
      * query's 16 scores come from D vector multiply-adds instead of 16 dot products with horizontal sums. */
     for (int64_t t0 = c0; t0 < c1; t0 += 16) {
         const int64_t nb = c1 - t0 < 16 ? c1 - t0 : 16;
         key_block(row, kv, fmt, kb + t0 * D, nb, D);
-#ifdef ATTN_STRIDED
-        if (ATTN_STRIDED(n, D)) {
-            for (int64_t g0 = 0; g0 < G; g0 += 8) { /* the token's queries, 8 at a time, read where they are */
-                float *dst[8];
-                int64_t cnt[8];
-                const int nq = G - g0 < 8 ? (int)(G - g0) : 8;
-                const int64_t left = L0 - t0, seen = left < 0 ? 0 : (left < nb ? left : nb);
-                for (int r = 0; r < nq; r++) dst[r] = sc + (g0 + r) * C + (t0 - c0), cnt[r] = seen;
-                block_scores_strided(q + g0 * D, D, dst, cnt, nq, row, scale);
-            }
-            continue;
-        }
-#endif
 #ifdef ATTN_VEC
-        if (qt != NULL) {
+#ifdef ATTN_STRIDED
+        const int strided = ATTN_STRIDED(n, D); /* one token's queries read where they are */
+#else
+        const int strided = 0;
+#endif
+        if (strided || qt != NULL) {
             const int64_t nqt = n * G;
             for (int64_t g0 = 0; g0 < nqt; g0 += 8) { /* 8 queries at a time: all of them score every block */
                 float *dst[8];
@@ -169,7 +164,12 @@ void wl_attend_chunk(float *restrict part, const float *restrict qt, const float
                     dst[r] = sc + (g0 + r) * C + (t0 - c0);
                     cnt[r] = left < 0 ? 0 : (left < nb ? left : nb);
                 }
-                block_scores_n(qt + g0 * D, dst, cnt, nq, row, D, scale);
+#ifdef ATTN_STRIDED
+                if (strided)
+                    block_scores_strided(q + g0 * D, D, dst, cnt, nq, row, scale);
+                else
+#endif
+                    block_scores_n(qt + g0 * D, dst, cnt, nq, row, D, scale);
             }
             continue;
         }

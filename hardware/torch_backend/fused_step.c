@@ -127,14 +127,13 @@ typedef struct {
  * same arithmetic whichever piece holds it (fused_attention.c), so the pieces change only how the work is shared. */
 static void attend_heads(const void *ctx_, int64_t begin, int64_t end) {
     const attend_ctx *c = (const attend_ctx *)ctx_;
-    const int64_t chunks = (c->pos + c->n - 1 + WL_ATTN_CHUNK - 1) / WL_ATTN_CHUNK;
     for (int64_t i = begin; i < end; i++) {
         const int64_t g = i / c->pieces, t0 = i % c->pieces * c->per_piece;
         const int64_t nt = c->n - t0 < c->per_piece ? c->n - t0 : c->per_piece;
         wl_attend_group(c->att + t0 * c->HD + g * c->G * c->D, c->HD, c->qkv + t0 * c->qkv_n + g * c->G * c->D,
                         c->qkv_n, nt, c->kv, c->kvfmt, c->layer_base + g * c->max_t * c->D,
                         c->layer_base + (c->KVH + g) * c->max_t * c->D, c->pos + t0 + 1, c->G, c->D,
-                        c->parts + g * c->parts_per_head + t0 * chunks * c->G * WL_ATTN_PART(c->D),
+                        c->parts + g * c->parts_per_head + t0 * c->chunks * c->G * WL_ATTN_PART(c->D),
                         c->scb + i * c->per_piece * c->G * WL_ATTN_CHUNK, c->rows + i * 16 * c->D);
     }
 }
