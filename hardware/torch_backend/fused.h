@@ -54,8 +54,13 @@ enum { WL_MAX_VECTORS = 16 }; /* vectors one wl_linear call takes (the step's to
 #ifndef X8_PREFETCH
 #define X8_PREFETCH 4096
 #endif
+/* Whether the products prefetch at all (1 unless waferline_set_prefetch turned it off, fused_blocks_matrix.c): on
+ * an AMD EPYC (Zen 4) the hardware's prefetch alone was the faster, the software's cost SmolLM2 steps 5-13% (the
+ * step chooses at run time: hardware/torch_backend/prefetch.py). */
+extern int wl_prefetch_on;
 static inline void wl_x8_prefetch(const uint8_t *block, int64_t bytes) {
-    for (int64_t line = 0; X8_PREFETCH && line < bytes; line += 64) __builtin_prefetch(block + X8_PREFETCH + line, 0, 3);
+    if (!X8_PREFETCH || !wl_prefetch_on) return;
+    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(block + X8_PREFETCH + line, 0, 3);
 }
 enum { WL_CHUNK_BYTES = 32768 }; /* weight bytes per chunk of a product handed to a thread (whole blocks of rows) */
 

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from waferline.hardware.blocks import BLOCK_FORMATS, BlockWeight
 from waferline.hardware.device import DecoderPlan, KVRef, WeightRef, torch_row_stats
-from waferline.hardware.torch_backend import fused_library
+from waferline.hardware.torch_backend import fused_library, prefetch
 from waferline.hardware.torch_backend.fused_library import (
     DIMS,
     EMB_BLOCKS,
@@ -87,6 +87,7 @@ class CompiledStep:
     _ids: Any = None  # many's token ids, a ctypes int64 array kept between calls (torch.tensor of a list: ~4 µs)
     threads: int = 0  # a one-token step's threads (0: torch.get_num_threads())
     batch_threads: int = 0  # a step of BATCH_TOKENS or more (0: as `threads`)
+    prefetch: bool | None = None  # the products' software prefetch (prefetch.py), None until the first call chooses
 
     def threads_for(self, n: int) -> int:
         """The threads a step of n tokens runs on."""
@@ -100,14 +101,39 @@ class CompiledStep:
         assert data.dtype == self.kv_dtype and data.is_contiguous(), "a KV cache made for another model"
         return data
 
+    def _prefetch(self) -> None:
+        """Apply this model's prefetch setting, chosen on the first call by timing one-token steps on a private
+        one-position cache (prefetch.py: about 35 steps, or 0.2 s once a large model's steps are long); only block
+        weights' products prefetch, so other models keep the default unmeasured."""
+        if self.prefetch is None and int(self.dims[DIMS.index("wfmt")]) != W_BLOCKS:
+            self.prefetch = True
+        elif self.prefetch is None:
+            shape = dict(zip(DIMS, self.dims.tolist(), strict=True))
+            cache = torch.zeros(shape["layers"], 2, shape["kv_heads"], 1, shape["head_dim"], dtype=self.kv_dtype)
+            out = torch.empty(1, self.vocab, dtype=torch.float32)
+
+            def one_step() -> None:
+                rc = self._call_step(cache, 0, 0, out)
+                assert rc == 0, "the prefetch probe's step was refused"
+
+            self.prefetch = prefetch.choose(self.lib, one_step)
+        prefetch.apply(self.lib, self.prefetch)
+
+    def _call_step(self, data: Tensor, token: int, pos: int, logits: Tensor) -> int:
+        max_t = data.shape[3]  # (layers, 2, kv_heads, max_tokens, head_dim)
+        return int(
+            self.lib.waferline_step(
+                self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, token, pos,
+                logits.data_ptr(), self.threads_for(1),
+            )
+        )  # fmt: skip
+
     def step(self, token: int, kv: KVRef, pos: int) -> Tensor:
         data = self._cache(kv)
+        self._prefetch()
         logits = torch.empty(1, self.vocab, dtype=torch.float32)
-        max_t = data.shape[3]  # (layers, 2, kv_heads, max_tokens, head_dim)
-        rc = self.lib.waferline_step(
-            self.dims.data_ptr(), self.eps.data_ptr(), self.ptrs, data.data_ptr(), max_t, token, pos, logits.data_ptr(),
-            self.threads_for(1),
-        )  # fmt: skip
+        max_t = data.shape[3]
+        rc = self._call_step(data, token, pos, logits)
         if rc != 0:
             raise ValueError(f"fused step refused token {token} at position {pos} (vocab {self.vocab}, cache {max_t})")
         return logits
@@ -140,6 +166,7 @@ class CompiledStep:
         """Run the tokens at pos.. through the step: the logits of all of them (n, vocab), or of the last `rows`
         (rows, vocab; 0: none, the head skipped)."""
         data = self._cache(kv)
+        self._prefetch()
         n, max_t, rc = len(tokens), data.shape[3], -1
         if 0 < n <= self.max_tokens:
             if self._ids is None:

@@ -19,6 +19,16 @@ enum { MAX_SEGMENTS = 8 };
 #define PREFETCH_ROWS 8
 #endif
 
+int wl_prefetch_on = 1; /* fused.h */
+
+/* Turn the products' software prefetch on (1) or off (0), or leave it (-1); returns the setting before. A setting
+ * for the process, read as each block's lines are fetched: it changes no result, only which reads wait. */
+int64_t waferline_set_prefetch(int64_t on) {
+    const int64_t before = wl_prefetch_on;
+    if (on >= 0) wl_prefetch_on = on != 0;
+    return before;
+}
+
 typedef struct {
     float *y;
     int64_t ys, n, n_in;
@@ -86,7 +96,7 @@ static void block_rows(const void *ctx_, int64_t begin, int64_t end) {
 #if defined(__AVX2__)
         /* the hardware's prefetch alone left the products waiting on memory (a model of ~100 MB streams from
          * DRAM): fetch the rows PREFETCH_ROWS ahead while these compute */
-        if (!wl_is_x8(kind) && o + R + PREFETCH_ROWS <= end) {
+        if (wl_prefetch_on && !wl_is_x8(kind) && o + R + PREFETCH_ROWS <= end) {
             const char *ahead = (const char *)row + PREFETCH_ROWS * bytes;
             for (int64_t i = 0; i < R * bytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
         }

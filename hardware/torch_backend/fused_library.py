@@ -176,6 +176,8 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_scratch_floats.restype = ctypes.c_int64
     lib.waferline_scratch_floats.argtypes = [ctypes.c_void_p]
     lib.waferline_int8_features.restype = ctypes.c_int64
+    lib.waferline_set_prefetch.restype = i64
+    lib.waferline_set_prefetch.argtypes = [i64]  # 1 on, 0 off, -1 as it is; the setting before
     lib.waferline_blocks_x8.restype = ctypes.c_int64
     _library = lib
     return lib
