@@ -15,7 +15,7 @@ from required import missing  # tests/support
 
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
 from waferline.engine.gguf.write import export_gguf
-from waferline.hardware.blocks import BlockWeight
+from waferline.hardware.blocks import BlockWeight, x8_kinds
 from waferline.hardware.torch_backend import fused, fused_library, prefetch
 
 
@@ -98,12 +98,16 @@ def blocks(kind: str, w: np.ndarray) -> BlockWeight:
 
 @pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q8_0"])
 def test_the_prefetch_changes_no_product(kind: str, lib: Any) -> None:
-    """Rows as the file has them (the rows-ahead prefetch) and 8 interleaved (the blocks-ahead one), 1 and 2 threads."""
+    """Rows as the file has them (the rows-ahead prefetch) and 8 interleaved where this build multiplies them (the
+    blocks-ahead one), 1 and 2 threads."""
     g = np.random.default_rng(5)
     w = blocks(kind, g.standard_normal((304, 576)))
     x = torch.from_numpy(g.standard_normal((3, 576)).astype(np.float32))
+    built = x8_kinds(int(lib.waferline_blocks_x8()))
+    weights = [w] + ([w.interleaved(built)] if kind in built else [])
+    assert len(weights) == 1 or weights[1].segments[0][0] == f"{kind}_X8"
     try:
-        for weight in (w, w.interleaved()):
+        for weight in weights:
             for threads in (1, 2):
                 lib.waferline_set_prefetch(1)
                 with_it = fused.blocks_linear(x, weight, threads=threads)
