@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         "threads": step_threads(loaded.model),
         "prefill_threads": fused.threads_for(fused.max_tokens) if fused is not None else torch.get_num_threads(),
         "decode_path": "fused" if fused is not None else "per-op",
+        "prefetch": fused.prefetch if fused is not None else None,  # the block products' software prefetch, as chosen
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,
@@ -294,7 +295,9 @@ def print_table(report: dict[str, Any]) -> None:
         ("threads (decode / prefill)", f"{report['threads']} / {report['prefill_threads']}"),
         (
             "decode path",
-            report["decode_path"] + (" (one C call per token)" if report["decode_path"] == "fused" else ""),
+            report["decode_path"]
+            + (" (one C call per token)" if report["decode_path"] == "fused" else "")
+            + ({True: ", prefetch on", False: ", prefetch off"}.get(report.get("prefetch"), "")),
         ),
         ("prompt / new tokens", f"{report['prompt_tokens']} / {report['new_tokens']}"),
         ("prefill", f"{report['prefill_tok_s']:,.0f} tok/s (median {report['prefill_tok_s_median']:,.0f})"),
