@@ -297,7 +297,7 @@ def print_table(report: dict[str, Any]) -> None:
             "decode path",
             report["decode_path"]
             + (" (one C call per token)" if report["decode_path"] == "fused" else "")
-            + ({True: ", prefetch on", False: ", prefetch off"}.get(report.get("prefetch"), "")),
+            + ("" if report.get("prefetch") is None else f", prefetch {'on' if report['prefetch'] else 'off'}"),
         ),
         ("prompt / new tokens", f"{report['prompt_tokens']} / {report['new_tokens']}"),
         ("prefill", f"{report['prefill_tok_s']:,.0f} tok/s (median {report['prefill_tok_s_median']:,.0f})"),
