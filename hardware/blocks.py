@@ -29,17 +29,25 @@ X8_HEAD = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "Q8_0": 2}
 
 # The K-quants' super-blocks as the fields the X8 layouts hold side by side, in their order there ((file offset, bytes),
 # fused_kquants_x8.c): Q4_K's d, dmin, 3 words of scales and mins, then its 128 bytes of q (Q5_K: its 32 bytes of
-# fifth bits first); Q6_K's 128 bytes of low
-# bits, 64 of high bits, 16 scales, d. The q bytes go in groups of 4, each 32 bytes' groups in the order 0, 4, 1, 5, 2,
-# 6, 3, 7: a 64-byte register of a group pair then holds the first 16 bytes of the 32 in its low half, the last 16 in
-# its high half (Q6_K: two sub-blocks of 16, each with its own scale).
+# fifth bits first); Q6_K's 128 bytes of low bits and 64 of high bits with its 16 scales between the halves, d last.
+# The q bytes go in groups of 4, each 32 bytes' groups in the order 0, 4, 1, 5, 2, 6, 3, 7: a 64-byte register of a
+# group pair then holds the first 16 bytes of the 32 in its low half, the last 16 in its high half (Q6_K: two
+# sub-blocks of 16, each with its own scale).
 def _k_fields(kind: str) -> list[tuple[int, int]]:
     def q_bytes(at: int, chunks: int) -> list[tuple[int, int]]:
         return [(at + 32 * c + 4 * g, 4) for c in range(chunks) for g in (0, 4, 1, 5, 2, 6, 3, 7)]
 
     if kind in ("Q4_K", "Q5_K"):  # Q5_K: its 32 bytes of fifth bits, then the 128 of q
         return [(0, 2), (2, 2), (4, 4), (8, 4), (12, 4), *q_bytes(16, 4 if kind == "Q4_K" else 5)]
-    return [*q_bytes(0, 4), *q_bytes(128, 2), *((192 + s, 1) for s in range(16)), (208, 2)]
+    # Q6_K in the order its product reads them, front to back: per half h of the super-block and register p, the
+    # register of qh's chunk h, then those of ql's chunks 2 h and 2 h + 1; then the half's 8 scales; d last
+    fields: list[tuple[int, int]] = []
+    for h in range(2):
+        for p in range(4):
+            for at in (128 + 32 * h, 64 * h, 64 * h + 32):
+                fields += [(at + 4 * p, 4), (at + 4 * (p + 4), 4)]
+        fields += [(192 + s, 1) for s in range(8 * h, 8 * h + 8)]
+    return [*fields, (208, 2)]
 
 
 def _k_x8_order(kind: str) -> np.ndarray:

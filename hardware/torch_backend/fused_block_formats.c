@@ -121,12 +121,19 @@ void wl_block_table_row(float *out, const uint8_t *table, int64_t kind, int64_t 
             const int64_t head[5][2] = {{0, 2}, {2, 2}, {4, 4}, {8, 4}, {12, 4}};
             for (int i = 0; i < 5; i++) at[nf] = head[i][0], width[nf++] = head[i][1];
         }
-        /* Q5_K: qh, then qs; Q6_K: ql, then qh */
-        const int64_t q_at = base == BK_Q6_K ? 0 : 16, q_chunks = base == BK_Q4_K ? 4 : base == BK_Q5_K ? 5 : 6;
-        for (int64_t c = 0; c < q_chunks; c++)
-            for (int j = 0; j < 8; j++) at[nf] = q_at + 32 * c + 4 * order[j], width[nf++] = 4;
-        if (base == BK_Q6_K) {
-            for (int s = 0; s < 16; s++) at[nf] = 192 + s, width[nf++] = 1;
+        if (base != BK_Q6_K) { /* Q5_K: qh, then qs */
+            for (int64_t c = 0; c < (base == BK_Q4_K ? 4 : 5); c++)
+                for (int j = 0; j < 8; j++) at[nf] = 16 + 32 * c + 4 * order[j], width[nf++] = 4;
+        } else { /* per half h and register p: qh's chunk h, ql's chunks 2 h and 2 h + 1; the half's scales; d */
+            for (int h = 0; h < 2; h++) {
+                for (int p = 0; p < 4; p++)
+                    for (int c = 0; c < 3; c++) {
+                        const int64_t chunk = c == 0 ? 128 + 32 * h : 64 * h + 32 * (c - 1);
+                        at[nf] = chunk + 4 * p, width[nf++] = 4;
+                        at[nf] = chunk + 4 * (p + 4), width[nf++] = 4;
+                    }
+                for (int s = 8 * h; s < 8 * h + 8; s++) at[nf] = 192 + s, width[nf++] = 1;
+            }
             at[nf] = 208, width[nf++] = 2;
         }
         const uint8_t *group = table + index / 8 * 8 * bytes;
