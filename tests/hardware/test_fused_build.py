@@ -18,14 +18,6 @@ from waferline.hardware.torch_backend import fused_library
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def lib() -> Any:
-    built = fused_library.library()
-    if built is None:
-        missing(f"the fused C step could not be built: {fused_library._library_error}")
-    return built
-
-
 def test_the_c_tables_are_indexed_as_fused_py_fills_them(lib: Any) -> None:
     assert fused_library.c_layout(lib) == (fused_library.DIMS, fused_library.GLOBAL_PTRS, fused_library.LAYER_PTRS)
 

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType, quants
-from required import missing  # tests/support
 
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
 from waferline.engine.gguf.write import export_gguf
 from waferline.hardware.blocks import BlockWeight, x8_kinds
-from waferline.hardware.torch_backend import fused, fused_library, prefetch
+from waferline.hardware.torch_backend import fused, prefetch
 
 
 class FakeLibrary:
@@ -85,14 +84,6 @@ def test_an_unknown_value_is_logged_and_measured(monkeypatch: pytest.MonkeyPatch
     with caplog.at_level(logging.WARNING, logger="waferline.hardware"):
         assert prefetch.from_env() is None
     assert "WAFERLINE_PREFETCH='sometimes' is not one of auto, on, off" in caplog.text
-
-
-@pytest.fixture(scope="module")
-def lib() -> Any:
-    built = fused_library.library()
-    if built is None:
-        missing(f"the fused C step could not be built: {fused_library._library_error}")
-    return built
 
 
 def blocks(kind: str, w: np.ndarray) -> BlockWeight:
