@@ -72,4 +72,5 @@ def model_threads(threads: int | None, n_params: int, model: Any) -> int:
     fused = getattr(model, "fused", None)
     if fused is not None:
         fused.threads, fused.batch_threads = threads, batch
+        fused.tune()  # what it times for these threads (the block products' prefetch), now rather than in a request
     return threads

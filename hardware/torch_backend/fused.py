@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -87,7 +87,9 @@ class CompiledStep:
     _ids: Any = None  # many's token ids, a ctypes int64 array kept between calls (torch.tensor of a list: ~4 µs)
     threads: int = 0  # a one-token step's threads (0: torch.get_num_threads())
     batch_threads: int = 0  # a step of BATCH_TOKENS or more (0: as `threads`)
-    prefetch: bool | None = None  # the products' software prefetch (prefetch.py), None until the first call chooses
+    blocks: bool = False  # GGUF block weights (W_BLOCKS): the products that prefetch in software
+    prefetch: bool | None = None  # the products' software prefetch (prefetch.py) as last applied, None until chosen
+    _prefetch_by_threads: dict[int, bool] = field(default_factory=dict)  # chosen per one-token step's threads
 
     def threads_for(self, n: int) -> int:
         """The threads a step of n tokens runs on."""
@@ -101,13 +103,27 @@ class CompiledStep:
         assert data.dtype == self.kv_dtype and data.is_contiguous(), "a KV cache made for another model"
         return data
 
+    def tune(self) -> None:
+        """Choose the prefetch for the threads now set (the loader calls this once it has set them), rather than
+        in the first call."""
+        self._chosen_prefetch()
+
     def _prefetch(self) -> None:
-        """Apply this model's prefetch setting, chosen on the first call by timing one-token steps on a private
+        """Before each call: a block model applies its prefetch setting (the library's is the process's); other
+        models' products do not prefetch, so theirs is not measured or applied."""
+        on = self._chosen_prefetch()
+        if self.blocks:
+            prefetch.apply(self.lib, on)
+
+    def _chosen_prefetch(self) -> bool:
+        """The prefetch for the one-token step's threads, chosen the first time by timing one-token steps on a private
         one-position cache (prefetch.py: 17 to 65 steps, ~0.3 s for SmolLM2, fewer rounds once a large model's
-        steps are long); only block weights' products prefetch, so other models keep the default unmeasured."""
-        if self.prefetch is None and int(self.dims[DIMS.index("wfmt")]) != W_BLOCKS:
-            self.prefetch = True
-        elif self.prefetch is None:
+        steps are long); True, unmeasured, without block weights."""
+        threads = self.threads_for(1)
+        chosen = self._prefetch_by_threads.get(threads)
+        if chosen is None and not self.blocks:
+            chosen = self._prefetch_by_threads[threads] = True
+        elif chosen is None:
             shape = dict(zip(DIMS, self.dims.tolist(), strict=True))
             cache = torch.zeros(shape["layers"], 2, shape["kv_heads"], 1, shape["head_dim"], dtype=self.kv_dtype)
             out = torch.empty(1, self.vocab, dtype=torch.float32)
@@ -116,8 +132,9 @@ class CompiledStep:
                 rc = self._call_step(cache, 0, 0, out)
                 assert rc == 0, "the prefetch probe's step was refused"
 
-            self.prefetch = prefetch.choose(self.lib, one_step)
-        prefetch.apply(self.lib, self.prefetch)
+            chosen = self._prefetch_by_threads[threads] = prefetch.choose(self.lib, one_step)
+        self.prefetch = chosen
+        return chosen
 
     def _call_step(self, data: Tensor, token: int, pos: int, logits: Tensor) -> int:
         max_t = data.shape[3]  # (layers, 2, kv_heads, max_tokens, head_dim)
@@ -291,7 +308,7 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
     return CompiledStep(
         lib=lib, dims=dims, eps=eps, ptrs=ptrs, keep=keep, kv_dtype=dtype, vocab=plan.vocab,
         max_tokens=int(lib.waferline_step_max_tokens()),
-        prefill_max=None if weights == "int8" or blocks else FLOAT_PREFILL_MAX,
+        prefill_max=None if weights == "int8" or blocks else FLOAT_PREFILL_MAX, blocks=bool(blocks),
     )  # fmt: skip
 
 

@@ -139,6 +139,29 @@ def test_a_block_models_first_step_sets_the_prefetch(
         lib.waferline_set_prefetch(1)
 
 
+def test_the_loader_chooses_it_with_the_threads_and_again_for_other_threads(
+    q4_file: Path, lib: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    from waferline.engine.loader import model_threads
+
+    monkeypatch.setenv(prefetch.ENV, "auto")
+    model = load_model(q4_file).model
+    step = model.fused
+    assert step is not None
+    try:
+        with caplog.at_level(logging.INFO, logger="waferline.hardware"):
+            model_threads(1, 10**6, model)  # at load, before any request
+            assert isinstance(step.prefetch, bool) and caplog.text.count("software prefetch") == 1
+            model_threads(1, 10**6, model)  # the same threads: nothing measured again
+            assert caplog.text.count("software prefetch") == 1
+            model_threads(2, 10**6, model)  # other threads: chosen for them
+            assert caplog.text.count("software prefetch") == 2
+            model.forward(torch.tensor([1, 2]), model.open_cache(8), 0)  # the first request measures nothing
+            assert caplog.text.count("software prefetch") == 2
+    finally:
+        lib.waferline_set_prefetch(1)
+
+
 def test_a_model_without_blocks_is_not_measured(lib: Any, caplog: Any) -> None:
     model = load_model(DEFAULT_MODEL_DIR).model  # the shipped checkpoint: float or int8 weights, no blocks
     if model.fused is None:
