@@ -88,7 +88,6 @@ class CompiledStep:
     threads: int = 0  # a one-token step's threads (0: torch.get_num_threads())
     batch_threads: int = 0  # a step of BATCH_TOKENS or more (0: as `threads`)
     blocks: bool = False  # GGUF block weights (W_BLOCKS): the products that prefetch in software
-    prefetch: bool | None = None  # the products' software prefetch (prefetch.py) as last applied, None until chosen
     _prefetch_by_threads: dict[int, bool] = field(default_factory=dict)  # chosen per one-token step's threads
 
     def threads_for(self, n: int) -> int:
@@ -103,27 +102,31 @@ class CompiledStep:
         assert data.dtype == self.kv_dtype and data.is_contiguous(), "a KV cache made for another model"
         return data
 
+    @property
+    def prefetch(self) -> bool | None:
+        """The products' software prefetch (prefetch.py) for the one-token step's threads now set: None until it is
+        chosen for them; True, the library's default, unmeasured, without block weights (their products never
+        prefetch)."""
+        return self._prefetch_by_threads.get(self.threads_for(1)) if self.blocks else True
+
     def tune(self) -> None:
         """Choose the prefetch for the threads now set (the loader calls this once it has set them), rather than
         in the first call."""
-        self._chosen_prefetch()
+        if self.blocks:
+            self._chosen_prefetch()
 
     def _prefetch(self) -> None:
-        """Before each call: a block model applies its prefetch setting (the library's is the process's); other
-        models' products do not prefetch, so theirs is not measured or applied."""
-        on = self._chosen_prefetch()
+        """Before each call: a block model applies its prefetch setting (the library's is the process's)."""
         if self.blocks:
-            prefetch.apply(self.lib, on)
+            prefetch.apply(self.lib, self._chosen_prefetch())
 
     def _chosen_prefetch(self) -> bool:
-        """The prefetch for the one-token step's threads, chosen the first time by timing one-token steps on a private
-        one-position cache (prefetch.py: 17 to 65 steps, ~0.3 s for SmolLM2, fewer rounds once a large model's
-        steps are long); True, unmeasured, without block weights."""
+        """A block model's prefetch for the one-token step's threads, chosen the first time by timing one-token
+        steps on a private one-position cache (prefetch.py: 17 to 65 steps, ~0.3 s for SmolLM2, fewer rounds once a
+        large model's steps are long)."""
         threads = self.threads_for(1)
         chosen = self._prefetch_by_threads.get(threads)
-        if chosen is None and not self.blocks:
-            chosen = self._prefetch_by_threads[threads] = True
-        elif chosen is None:
+        if chosen is None:
             shape = dict(zip(DIMS, self.dims.tolist(), strict=True))
             cache = torch.zeros(shape["layers"], 2, shape["kv_heads"], 1, shape["head_dim"], dtype=self.kv_dtype)
             out = torch.empty(1, self.vocab, dtype=torch.float32)
@@ -133,7 +136,6 @@ class CompiledStep:
                 assert rc == 0, "the prefetch probe's step was refused"
 
             chosen = self._prefetch_by_threads[threads] = prefetch.choose(self.lib, one_step)
-        self.prefetch = chosen
         return chosen
 
     def _call_step(self, data: Tensor, token: int, pos: int, logits: Tensor) -> int:
