@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from waferline.engine.loader import load, set_threads, step_threads
     from waferline.hardware.blocks import BlockWeight
     from waferline.hardware.registry import weight_format
+    from waferline.hardware.torch_backend import hugepages
 
     args.dtype = weight_format(args.backend, args.dtype)  # "auto": what the server places on this backend
     for flag in ("prompt_tokens", "new_tokens", "repeats"):
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         "read_gb_s": read["gb_s"],
         "read_probe": read["probe"],
         "roofline_tok_s": read["gb_s"] * 1e9 / per_token,
+        "huge_pages_mb": hugepages.process_huge_mb(),  # the process's memory on 2 MB pages (weights, KV caches)
         "load_s": load_s,
         "load_avg_1m": load_avg,
     }
@@ -306,6 +308,7 @@ def print_table(report: dict[str, Any]) -> None:
         ("decode per CPU second", f"{report['decode_cpu_tok_s']:,.1f} tok"),
         ("weight bytes per token", f"{report['weight_bytes_per_token'] / 1e6:,.1f} MB"),
         ("read speed of the weights", f"{report['read_gb_s']:.1f} GB/s ({report['read_bytes'] / 1e6:,.1f} MB read)"),
+        ("on 2 MB pages", "unknown" if report["huge_pages_mb"] is None else f"{report['huge_pages_mb']:,.0f} MB"),
         ("roofline", f"{report['roofline_tok_s']:,.1f} tok/s ({100 * report['roofline_fraction']:.0f}% reached)"),
         (
             "one-token step alone",

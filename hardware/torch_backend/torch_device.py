@@ -23,7 +23,7 @@ from torch import Tensor
 
 from waferline.hardware.blocks import BlockWeight, Weight, x8_kinds
 from waferline.hardware.device import DecoderPlan, FusedStep, KVRef, Placement, WeightRef
-from waferline.hardware.torch_backend import fused, fused_library, kernels
+from waferline.hardware.torch_backend import fused, fused_library, hugepages, kernels
 from waferline.hardware.torch_backend.kernels import Int8Linear, PackedLinear
 
 WEIGHT_FORMATS = ("float", "int8")
@@ -50,7 +50,11 @@ class KVCache:
     def allocate(
         cls, layers: int, kv_heads: int, head_dim: int, max_tokens: int, device: torch.device, dtype: torch.dtype
     ) -> KVCache:
-        data = torch.zeros(layers, 2, kv_heads, max_tokens, head_dim, device=device, dtype=dtype)
+        shape = (layers, 2, kv_heads, max_tokens, head_dim)
+        if device.type == "cpu":  # on 2 MB pages, as the weights: a long context's attention reads it all
+            data = hugepages.empty(shape, dtype, zero=True)
+        else:
+            data = torch.zeros(shape, device=device, dtype=dtype)
         return cls(data=data, keys=[data[i, 0] for i in range(layers)], values=[data[i, 1] for i in range(layers)])
 
 
@@ -74,6 +78,7 @@ class TorchDevice:
         self._x8: tuple[str, ...] | None = None  # _interleaves(), decided once
         # the embedding as given (a weak reference: the file's rows are not kept alive) and as placed
         self._table: tuple[weakref.ref[BlockWeight], BlockWeight] | None = None
+        self._arena = hugepages.Arena()  # the block weights the fused step streams, on 2 MB pages
 
     # -- placement ---------------------------------------------------------------------------------------------------
     def keeps_blocks(self) -> bool:
@@ -105,12 +110,17 @@ class TorchDevice:
         kinds = self._interleaves()
         if role == "embedding":
             if len(weight.segments) == 1 and weight.kind in kinds and weight.shape[0] % 8 == 0:
-                self._table = (weakref.ref(weight), weight.interleaved(kinds))
+                self._table = (weakref.ref(weight), self._streamed(weight.interleaved(kinds)))
                 return self._table[1]
-            return weight
+            return weight  # a step reads one row of it: where it lies matters little
         if self._table is not None and self._table[0]() is weight:  # a tied head: the table's bytes
             return self._table[1]
-        return weight.interleaved(kinds) if kinds else weight
+        return self._streamed(weight.interleaved(kinds) if kinds else weight)
+
+    def _streamed(self, weight: BlockWeight) -> BlockWeight:
+        """A block weight every step reads whole, its bytes moved onto 2 MB pages (hugepages.py)."""
+        data = self._arena.copy(weight.data)
+        return weight if data is weight.data else BlockWeight(data, weight.shape, weight.segments)
 
     def place(self, name: str, weight: Weight, *, role: str = "linear") -> WeightRef:
         if isinstance(weight, BlockWeight):

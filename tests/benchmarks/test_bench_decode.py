@@ -32,6 +32,8 @@ def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.Captur
     # int8 weights: no block products, so the prefetch is not measured (a block model's first step chooses it)
     assert report["prefetch"] is (True if report["decode_path"] == "fused" else None)
     assert report["step_tok_s"] > 0
+    # what the process holds on 2 MB pages (the KV caches the bench made, at least where the system gives them)
+    assert report["huge_pages_mb"] is None or report["huge_pages_mb"] >= 0
     assert report["step_roofline_fraction"] == pytest.approx(report["step_tok_s"] / report["roofline_tok_s"])
     # the roofline's working set is the model's own weights: what a step reads, less one embedding row, plus the
     # int8 scales as placed (float32 in the torch backend's bfloat16 device: 2 bytes a row, as counted)

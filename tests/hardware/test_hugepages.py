@@ -1,0 +1,113 @@
+"""The block weights and KV caches the fused step streams lie on 2 MB pages (hardware/torch_backend/hugepages.py):
+the same values, in mappings that start on a 2 MB boundary, and on transparent huge pages where the kernel gives
+them; nowhere else when WAFERLINE_HUGE_PAGES=0."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType, quants
+
+from waferline.hardware.blocks import BlockWeight
+from waferline.hardware.torch_backend import hugepages
+from waferline.hardware.torch_backend.torch_device import TorchDevice
+
+pytestmark = pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE"), reason="no MADV_HUGEPAGE: not Linux")
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def thp_given() -> bool:
+    """Whether this kernel gives an advised mapping transparent huge pages ("[always]" or "[madvise]")."""
+    return THP.exists() and "[never]" not in THP.read_text()
+
+
+def huge_kb(ptr: int) -> int:
+    """AnonHugePages (kB) of the mapping of this process that holds address `ptr`."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    inside = False
+    for line in lines:
+        head = line.split()[0]
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= ptr < hi
+        elif inside and line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+@pytest.fixture(autouse=True)
+def huge_pages_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WAFERLINE_HUGE_PAGES", raising=False)
+
+
+def test_an_arena_copy_is_the_same_tensor_on_2mb_aligned_mappings() -> None:
+    arena = hugepages.Arena(block_bytes=4 << 20)
+    parts = [torch.randn(300, 7), torch.arange(1000, dtype=torch.int64)]
+    parts.append(torch.randint(0, 255, (5 << 20,), dtype=torch.uint8))
+    placed = [arena.copy(t) for t in parts]
+    for t, p in zip(parts, placed, strict=True):
+        assert p is not t and p.dtype == t.dtype and p.shape == t.shape and p.is_contiguous()
+        assert torch.equal(p, t)
+        assert p.data_ptr() % hugepages.ALIGN == 0
+    # the first two share a block that starts on a 2 MB boundary, one after the other; the third (over a block)
+    # has a mapping of its own, and the block goes on taking the next ones
+    assert placed[0].data_ptr() % hugepages.PAGE == 0 and placed[2].data_ptr() % hugepages.PAGE == 0
+    assert placed[1].data_ptr() == placed[0].data_ptr() + 300 * 7 * 4 + (-(300 * 7 * 4) % 64)
+    after = arena.copy(torch.ones(3))
+    assert after.data_ptr() == placed[1].data_ptr() + 8000
+    assert arena.nbytes == sum(t.numel() * t.element_size() for t in parts) + 12
+    parts[0].zero_()
+    assert placed[0].abs().sum() > 0, "a copy, not a view of the source"
+
+
+@pytest.mark.skipif(not thp_given(), reason="this kernel gives no transparent huge pages (THP 'never')")
+def test_what_the_arena_holds_lies_on_huge_pages() -> None:
+    arena = hugepages.Arena()
+    placed = arena.copy(torch.ones(16 << 20, dtype=torch.uint8))
+    assert huge_kb(placed.data_ptr()) >= 2048, "no huge page under the arena's tensor"
+
+
+def test_switched_off_the_arena_leaves_tensors_where_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WAFERLINE_HUGE_PAGES", "0")
+    t = torch.randn(64)
+    assert hugepages.Arena().copy(t) is t
+    e = hugepages.empty((3, 4), torch.bfloat16, zero=True)
+    assert e.shape == (3, 4) and e.dtype == torch.bfloat16 and not e.any()
+
+
+def test_empty_gives_zeros_of_the_shape_on_its_own_mapping() -> None:
+    e = hugepages.empty((2, 2, 3, 100, 64), torch.bfloat16, zero=True)
+    assert e.shape == (2, 2, 3, 100, 64) and e.dtype == torch.bfloat16 and e.is_contiguous() and not e.any()
+    assert e.data_ptr() % hugepages.PAGE == 0
+    e.fill_(1.5)
+    assert float(e.float().sum()) == 1.5 * e.numel()
+
+
+def test_a_placed_block_weight_and_a_kv_cache_lie_on_the_arena_s_pages() -> None:
+    dev = TorchDevice(weights="int8", dtype=torch.bfloat16)
+    if not dev.keeps_blocks():
+        pytest.skip("the fused step is not built here: block weights are dequantised")
+    w = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    q = quants.quantize(w, GGMLQuantizationType.Q4_0)
+    given = BlockWeight(torch.from_numpy(q.reshape(-1).copy()), w.shape, (("Q4_0", 64),))
+    placed = dev.place("layers.0.mlp.down", given).payload
+    assert isinstance(placed, BlockWeight) and placed.data.data_ptr() % hugepages.PAGE == 0
+    assert torch.equal(placed.dequantize(), given.dequantize())
+    kv = dev.kv_open(layers=2, kv_heads=3, head_dim=64, max_tokens=100)
+    assert kv.payload.data.data_ptr() % hugepages.PAGE == 0 and not kv.payload.data.any()
+
+
+def test_switched_off_placement_keeps_torch_s_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WAFERLINE_HUGE_PAGES", "0")
+    dev = TorchDevice(weights="int8", dtype=torch.bfloat16)
+    w = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
+    q = quants.quantize(w, GGMLQuantizationType.Q8_0)
+    given = BlockWeight(torch.from_numpy(q.reshape(-1).copy()), w.shape, (("Q8_0", 16),))
+    assert dev._streamed(given) is given
+    kv = dev.kv_open(layers=1, kv_heads=1, head_dim=64, max_tokens=8)
+    assert not kv.payload.data.any()
