@@ -10,7 +10,8 @@ Linux gives an anonymous private mapping transparent huge pages when it is advis
 `Arena.copy` places tensors one after another in mappings of `BLOCK_BYTES` (a larger tensor gets one of its own),
 2 MB aligned: pages are only resident once written, so an arena costs what it holds plus at most a page of each
 mapping's end. An arena is never freed piece by piece; what it holds lives as long as the model that placed it (each
-tensor keeps its mapping alive). `empty` gives a tensor its own mapping, freed with it (a KV cache).
+tensor keeps its mapping alive). `empty` gives a tensor of 2 MB or more its own mapping, freed with it (a KV
+cache).
 """
 
 from __future__ import annotations
@@ -36,16 +37,18 @@ def enabled() -> bool:
 
 
 def _mapping(nbytes: int) -> Tensor | None:
-    """A uint8 tensor of `nbytes` (a multiple of PAGE) starting on a 2 MB boundary, in an anonymous private mapping
-    advised MADV_HUGEPAGE; None (logged once) where the system refuses the mapping or the advice."""
+    """A uint8 tensor of `nbytes` starting on a 2 MB boundary, in an anonymous private mapping whose whole 2 MB pages
+    are advised MADV_HUGEPAGE (a last partial one is not: a huge page there would be resident in full once touched);
+    None (logged once) where the system refuses the mapping or the advice."""
     try:
         m = mmap.mmap(-1, nbytes + PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        m.madvise(mmap.MADV_HUGEPAGE)
+        whole = torch.frombuffer(m, dtype=torch.uint8)  # keeps the mapping alive as long as a view of it lives
+        start = -whole.data_ptr() % PAGE  # a multiple of the system's page: the mapping starts on one
+        if nbytes >= PAGE:
+            m.madvise(mmap.MADV_HUGEPAGE, start, nbytes // PAGE * PAGE)
     except (OSError, ValueError) as e:
         _refused(e)
         return None
-    whole = torch.frombuffer(m, dtype=torch.uint8)  # keeps the mapping alive as long as a view of it lives
-    start = -whole.data_ptr() % PAGE
     return whole[start : start + nbytes]
 
 
@@ -64,13 +67,13 @@ def _round(nbytes: int, to: int) -> int:
 
 
 def empty(shape: tuple[int, ...], dtype: torch.dtype, *, zero: bool = False) -> Tensor:
-    """A contiguous CPU tensor on a mapping of its own (2 MB pages where `enabled()`), else torch's; freed with it.
-    A fresh mapping reads as zeros, so `zero` costs nothing there."""
+    """A contiguous CPU tensor on a mapping of its own (its whole 2 MB pages huge where `enabled()`), else torch's
+    (under 2 MB, or switched off); freed with it. A fresh mapping reads as zeros, so `zero` costs nothing there."""
     n = 1
     for d in shape:
         n *= d
     nbytes = n * torch.empty((), dtype=dtype).element_size()
-    buf = _mapping(_round(max(nbytes, 1), PAGE)) if enabled() else None
+    buf = _mapping(max(nbytes, 1)) if enabled() and nbytes >= PAGE else None  # smaller: no whole huge page
     if buf is None:
         return torch.zeros(shape, dtype=dtype) if zero else torch.empty(shape, dtype=dtype)
     return buf[:nbytes].view(dtype).view(shape)

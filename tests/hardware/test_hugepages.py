@@ -81,8 +81,10 @@ def test_switched_off_the_arena_leaves_tensors_where_they_are(monkeypatch: pytes
 
 
 def test_empty_gives_zeros_of_the_shape_on_its_own_mapping() -> None:
-    e = hugepages.empty((2, 2, 3, 100, 64), torch.bfloat16, zero=True)
-    assert e.shape == (2, 2, 3, 100, 64) and e.dtype == torch.bfloat16 and e.is_contiguous() and not e.any()
+    small = hugepages.empty((2, 2, 3, 100, 64), torch.bfloat16, zero=True)  # 150 KB: torch's, no huge page to fill
+    assert small.shape == (2, 2, 3, 100, 64) and not small.any()
+    e = hugepages.empty((2, 2, 3, 2000, 64), torch.bfloat16, zero=True)  # 3 MB
+    assert e.shape == (2, 2, 3, 2000, 64) and e.dtype == torch.bfloat16 and e.is_contiguous() and not e.any()
     assert e.data_ptr() % hugepages.PAGE == 0
     e.fill_(1.5)
     assert float(e.float().sum()) == 1.5 * e.numel()
@@ -98,8 +100,15 @@ def test_a_placed_block_weight_and_a_kv_cache_lie_on_the_arena_s_pages() -> None
     placed = dev.place("layers.0.mlp.down", given).payload
     assert isinstance(placed, BlockWeight) and placed.data.data_ptr() % hugepages.PAGE == 0
     assert torch.equal(placed.dequantize(), given.dequantize())
-    kv = dev.kv_open(layers=2, kv_heads=3, head_dim=64, max_tokens=100)
+    kv = dev.kv_open(layers=2, kv_heads=3, head_dim=64, max_tokens=3000)  # 4.6 MB
     assert kv.payload.data.data_ptr() % hugepages.PAGE == 0 and not kv.payload.data.any()
+
+
+@pytest.mark.skipif(not thp_given(), reason="this kernel gives no transparent huge pages (THP 'never')")
+def test_only_whole_2mb_pages_of_a_mapping_are_huge() -> None:
+    e = hugepages.empty((5 << 20,), torch.uint8)  # 2.5 pages: two huge, the last half page left to 4 KB pages
+    e.fill_(1)
+    assert huge_kb(e.data_ptr()) == 4096
 
 
 def test_switched_off_placement_keeps_torch_s_memory(monkeypatch: pytest.MonkeyPatch) -> None:
