@@ -120,3 +120,19 @@ def test_switched_off_placement_keeps_torch_s_memory(monkeypatch: pytest.MonkeyP
     assert dev._streamed(given) is given
     kv = dev.kv_open(layers=1, kv_heads=1, head_dim=64, max_tokens=8)
     assert not kv.payload.data.any()
+
+
+def test_a_placed_int8_weight_lies_on_the_arena_s_pages_with_the_same_numbers() -> None:
+    from waferline.hardware.torch_backend import kernels
+
+    dev = TorchDevice(weights="int8", dtype=torch.bfloat16)
+    for n_in in (64, 70):  # 70: padded for torch's int8 product, so q_mm is a tensor of its own
+        w = torch.randn(48, n_in)
+        placed = dev.place(f"w{n_in}", w).payload
+        want = kernels.quantize_int8(w, torch.bfloat16)
+        assert isinstance(placed, kernels.Int8Linear)
+        assert torch.equal(placed.q, want.q) and torch.equal(placed.q_mm, want.q_mm)
+        assert torch.equal(placed.scale, want.scale)
+        assert (placed.q_mm is placed.q) == (want.q_mm is want.q)
+    fresh = TorchDevice(weights="int8", dtype=torch.bfloat16).place("w", torch.randn(8, 64)).payload
+    assert fresh.q.data_ptr() % hugepages.PAGE == 0  # a device's first weight starts its arena
