@@ -24,7 +24,7 @@ from torch import Tensor
 
 from waferline.hardware.blocks import BLOCK_FORMATS, BlockWeight
 from waferline.hardware.device import DecoderPlan, KVRef, WeightRef, torch_row_stats
-from waferline.hardware.torch_backend import fused_library, prefetch
+from waferline.hardware.torch_backend import fused_library, hugepages, prefetch
 from waferline.hardware.torch_backend.fused_library import (
     DIMS,
     EMB_BLOCKS,
@@ -244,6 +244,8 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
         and sum(_int8_bytes(m) for m in matrices) <= PACK_LIMIT_BYTES
     )
 
+    arena = hugepages.Arena()
+
     def matrix(ref: WeightRef) -> list[int]:
         """weights, per-row scales and per-row sums (the last two only for int8; no sums when packed); for GGUF
         blocks their bytes and segment table (a matrix of a block model that is not in blocks: float32 rows)."""
@@ -263,6 +265,7 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
                 q = pack_int8(w.q)
                 keep.extend((q, scale))
                 return [q.data_ptr(), scale.data_ptr(), 0]
+            _stream_int8(w, arena)  # the rows the step reads, on 2 MB pages (torch's product reads them too)
             rowsum = w.q.sum(dim=1, dtype=torch.int32).contiguous()
             keep.extend((w.q, scale, rowsum))
             return [w.q.data_ptr(), scale.data_ptr(), rowsum.data_ptr()]
@@ -312,6 +315,15 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
         max_tokens=int(lib.waferline_step_max_tokens()),
         prefill_max=None if weights == "int8" or blocks else FLOAT_PREFILL_MAX, blocks=bool(blocks),
     )  # fmt: skip
+
+
+def _stream_int8(w: Int8Linear, arena: hugepages.Arena) -> None:
+    """Move an int8 weight's rows (q, and q_mm where it is the same tensor or torch's padded copy) into `arena`, in
+    place: the per-op path holds the same Int8Linear and reads them there too. Only the row layout's weights move (a
+    model too large to pack); the packed layout is a copy of its own, and a small model's TLB reach is enough."""
+    same = w.q_mm is w.q
+    w.q = arena.copy(w.q)
+    w.q_mm = w.q if same else arena.copy(w.q_mm)
 
 
 def segment_table(w: BlockWeight) -> Tensor:

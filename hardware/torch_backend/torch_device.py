@@ -117,12 +117,6 @@ class TorchDevice:
             return self._table[1]
         return self._streamed(weight.interleaved(kinds) if kinds else weight)
 
-    def _int8_streamed(self, w: Int8Linear) -> Int8Linear:
-        """An int8 weight's rows (what the fused step's row-layout products read, and torch's) on 2 MB pages."""
-        q = self._arena.copy(w.q)
-        q_mm = q if w.q_mm is w.q else self._arena.copy(w.q_mm)
-        return Int8Linear(q=q, scale=w.scale, q_mm=q_mm)
-
     def _streamed(self, weight: BlockWeight) -> BlockWeight:
         """A block weight every step reads whole, its bytes moved onto 2 MB pages (hugepages.py)."""
         data = self._arena.copy(weight.data)
@@ -140,7 +134,7 @@ class TorchDevice:
         if role == "linear":
             assert w.dim() == 2, f"{name}: a linear weight is (out, in), got {tuple(w.shape)}"
             if self.weights == "int8":
-                payload = self._int8_streamed(kernels.quantize_int8(w, self.dtype))
+                payload = kernels.quantize_int8(w, self.dtype)
             elif self._pack:
                 payload = kernels.pack_linear(w.to(self.dtype))
             else:

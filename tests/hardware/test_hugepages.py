@@ -122,17 +122,32 @@ def test_switched_off_placement_keeps_torch_s_memory(monkeypatch: pytest.MonkeyP
     assert not kv.payload.data.any()
 
 
-def test_a_placed_int8_weight_lies_on_the_arena_s_pages_with_the_same_numbers() -> None:
-    from waferline.hardware.torch_backend import kernels
+def test_an_int8_model_the_step_reads_by_rows_has_them_on_2mb_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model too large for the packed layout (or a CPU without VNNI) has its int8 rows moved onto the arena when
+    the step is built, the Int8Linear changed in place, so that torch's per-op product reads the same memory; the
+    tokens do not change."""
+    from waferline.engine.generate import generate
+    from waferline.engine.kvcache import Session
+    from waferline.engine.loader import load
+    from waferline.hardware.torch_backend import fused, kernels
 
-    dev = TorchDevice(weights="int8", dtype=torch.bfloat16)
-    for n_in in (64, 70):  # 70: padded for torch's int8 product, so q_mm is a tensor of its own
-        w = torch.randn(48, n_in)
-        placed = dev.place(f"w{n_in}", w).payload
-        want = kernels.quantize_int8(w, torch.bfloat16)
-        assert isinstance(placed, kernels.Int8Linear)
-        assert torch.equal(placed.q, want.q) and torch.equal(placed.q_mm, want.q_mm)
-        assert torch.equal(placed.scale, want.scale)
-        assert (placed.q_mm is placed.q) == (want.q_mm is want.q)
-    fresh = TorchDevice(weights="int8", dtype=torch.bfloat16).place("w", torch.randn(8, 64)).payload
-    assert fresh.q.data_ptr() % hugepages.PAGE == 0  # a device's first weight starts its arena
+    def tokens(loaded: object) -> list[int]:
+        session = Session(loaded.model, "t", max_tokens=64)  # type: ignore[attr-defined]
+        return generate(session, list(range(5, 25)), max_new_tokens=12).tokens
+
+    monkeypatch.setenv("WAFERLINE_HUGE_PAGES", "0")
+    monkeypatch.setattr(fused, "packed_product_pays", lambda: False)
+    plain = load("tiny", weights="int8")
+    if plain.model.fused is None:
+        pytest.skip("the fused step is not built here")
+    monkeypatch.delenv("WAFERLINE_HUGE_PAGES")
+    moved = load("tiny", weights="int8")
+    plan = moved.model.plan()
+    rows = [plan.lm_head.payload] + [r.payload for layer in plan.layers for r in (layer.qkv, layer.o, layer.down)]
+    assert all(isinstance(w, kernels.Int8Linear) and w.q_mm is w.q for w in rows)
+    assert rows[0].q.data_ptr() % hugepages.PAGE == 0  # the first matrix the step reads starts the arena
+    base = rows[0].q.data_ptr()
+    assert all(base <= w.q.data_ptr() < base + hugepages.BLOCK_BYTES for w in rows)
+    assert tokens(moved) == tokens(plain)
+    moved.model.fused = None  # the per-op path reads the moved rows too
+    assert tokens(moved) == tokens(plain)
