@@ -4,9 +4,10 @@
 A one-token step reads a ~100 MB model front to back. On 4 KB pages that is ~25,000 pages a token, each a TLB miss
 and a place where the hardware's prefetch starts over; on an AMD EPYC (Zen 4) one thread read the same bytes
 1.2-1.6x faster from 2 MB pages, and SmolLM2's steps ran 1.10-1.22x faster on one thread, 1.05-1.08x on two
-(docs/benchmarks-decode.md, 2026-12-07). Linux gives an anonymous private mapping transparent huge pages when it is advised so (MADV_HUGEPAGE) and
-/sys/kernel/mm/transparent_hugepage/enabled is `always` or `madvise` (the default of most distributions); with
-`never`, elsewhere than Linux, or with WAFERLINE_HUGE_PAGES=0, tensors stay where torch put them.
+(docs/benchmarks-decode.md, 2026-12-07). Linux gives an anonymous private mapping transparent huge pages when it
+is advised so (MADV_HUGEPAGE) and /sys/kernel/mm/transparent_hugepage/enabled is `always` or `madvise` (the default
+of most distributions); with `never`, elsewhere than Linux, or with WAFERLINE_HUGE_PAGES=0, tensors stay where
+torch put them.
 
 `Arena.copy` places tensors one after another in mappings of `BLOCK_BYTES` (a larger tensor gets one of its own),
 2 MB aligned: pages are only resident once written, so an arena costs what it holds plus at most a page of each

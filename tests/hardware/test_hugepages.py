@@ -151,3 +151,21 @@ def test_an_int8_model_the_step_reads_by_rows_has_them_on_2mb_pages(monkeypatch:
     assert tokens(moved) == tokens(plain)
     moved.model.fused = None  # the per-op path reads the moved rows too
     assert tokens(moved) == tokens(plain)
+
+
+def test_a_refused_mapping_leaves_tensors_on_torch_s_memory(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(hugepages.mmap, "mmap", refuse)
+    monkeypatch.setattr(hugepages, "_warned", False)
+    arena = hugepages.Arena()
+    t = torch.randn(1 << 20)
+    with caplog.at_level("INFO", logger="waferline.hardware"):
+        assert arena.copy(t) is t and not arena.on
+        assert arena.copy(torch.ones(3)).data_ptr() != 0  # and stays off, no second try
+        e = hugepages.empty((4 << 20,), torch.uint8, zero=True)
+    assert e.numel() == 4 << 20 and not e.any()
+    assert sum("refused" in r.getMessage() for r in caplog.records) == 1
