@@ -228,8 +228,9 @@ int waferline_steps(const int64_t *dims, const float *eps_p, void *const *ptrs, 
                 }
             }
         }
-        /* the G query heads of the tokens that share KV head g read its rows once */
-        const int64_t chunks = (pos + n - 1 + WL_ATTN_CHUNK - 1) / WL_ATTN_CHUNK;
+        /* the G query heads of the tokens that share KV head g read its rows once; the last token sees pos + n
+         * positions (its own included), which wl_attend_merge reads in as many chunks */
+        const int64_t chunks = (pos + n + WL_ATTN_CHUNK - 1) / WL_ATTN_CHUNK;
         attend_ctx actx = {.att = att, .parts = parts, .scb = scb, .rows = rows, .qts = qts, .qkv = qkv, .kv = kv,
                            .n = n, .kvfmt = kvfmt, .layer_base = layer_base, .max_t = max_t, .pos = pos, .G = G,
                            .D = D, .HD = HD, .qkv_n = qkv_n, .KVH = KVH, .parts_per_head = parts_per_head,
