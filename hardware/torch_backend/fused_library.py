@@ -178,6 +178,8 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_int8_features.restype = ctypes.c_int64
     lib.waferline_set_prefetch.restype = i64
     lib.waferline_set_prefetch.argtypes = [i64]  # 1 on, 0 off, -1 as it is; the setting before
+    lib.waferline_set_kv_prefetch.restype = i64
+    lib.waferline_set_kv_prefetch.argtypes = [i64]  # the same, for the KV cache's rows (fused_step.c)
     lib.waferline_blocks_x8.restype = ctypes.c_int64
     _library = lib
     return lib

@@ -170,3 +170,45 @@ def test_a_model_without_blocks_is_not_measured(lib: Any, caplog: Any) -> None:
     with caplog.at_level(logging.INFO, logger="waferline.hardware"):
         model.forward(torch.tensor([1, 2]), kv, 0)
     assert model.fused.prefetch is True and "software prefetch" not in caplog.text
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_asking_for_the_kv_cache_ahead_changes_no_logit(
+    threads: int, lib: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fused_step.c's prefetch of each layer's cached keys and values (a short step, past position 0) only says
+    which reads wait: one-token steps and a 3-token verification at 130 cached positions give the same logits and
+    cache with it and without, on 1 and 2 threads."""
+    from waferline.engine.loader import load, set_threads
+
+    monkeypatch.delenv(prefetch.KV_ENV, raising=False)
+    loaded = load("tiny", weights="int8")
+    model = loaded.model
+    if model.fused is None:
+        pytest.skip("the model decodes per-op here")
+    set_threads(threads, loaded.args.n_params, model)
+    assert lib.waferline_set_kv_prefetch(-1) == 1  # on unless the environment says off
+    g = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, loaded.args.vocab_size, (130,), generator=g)
+    results = []
+    try:
+        for on in (1, 0):
+            lib.waferline_set_kv_prefetch(on)
+            kv = model.open_cache(160)
+            model.forward(prompt, kv, 0)
+            one = torch.cat([model.forward(torch.tensor([5 + i]), kv, 130 + i) for i in range(4)])
+            few = model.forward([7, 8, 9], kv, 134, last_only=False, like_steps=True)
+            results.append((one, few, kv.payload.data.clone()))
+    finally:
+        lib.waferline_set_kv_prefetch(1)
+    assert all(torch.equal(a, b) for a, b in zip(results[0], results[1], strict=True))
+
+
+def test_the_environment_switches_the_kv_prefetch_off(lib: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(prefetch.KV_ENV, "off")
+    try:
+        assert prefetch.apply_kv_from_env(lib) is False and lib.waferline_set_kv_prefetch(-1) == 0
+        monkeypatch.setenv(prefetch.KV_ENV, "on")
+        assert prefetch.apply_kv_from_env(lib) is True and lib.waferline_set_kv_prefetch(-1) == 1
+    finally:
+        lib.waferline_set_kv_prefetch(1)
