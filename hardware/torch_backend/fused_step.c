@@ -27,7 +27,7 @@
  * reads them (waferline_set_kv_prefetch). The weights stream through the caches every step and evict the cache's
  * rows, which the attention then read from memory as six short streams a layer (SmolLM2: 3 KV heads, keys and
  * values), each starting cold. On a Zen 4 EPYC, one process switching it per run of 32 steps (2026-12-07): one
- * thread at 1000 cached positions 1.05-1.10x, at 128 1.02-1.05x; two threads 1.00-1.09x. */
+ * thread at 1000 cached positions 1.05-1.10x, at 128 0.99-1.11x (within the noise); two threads 1.00-1.09x at 1000. */
 static int kv_prefetch_on = 1;
 
 int64_t waferline_set_kv_prefetch(int64_t on) { /* 1 on, 0 off, -1 as it is; returns the setting before */

@@ -5,7 +5,8 @@ It depends on the machine, so no constant serves: on a Xeon (Sapphire Rapids, 2 
 300 MB L3) SmolLM2 Q4_0 steps ran at 108-121 tok/s with the prefetch and 97-113 without; on an AMD EPYC (Zen 4, 32 MB
 L3, the same file streamed from DRAM) the steps took 5-13% longer with it (docs/benchmarks-decode.md). The prefetch
 changes no result, only which reads wait. `WAFERLINE_PREFETCH` = `on` or `off` fixes it instead (`auto`, the
-default, measures).
+default, measures). The KV cache's rows asked for ahead (`apply_kv_from_env`) are on unless
+`WAFERLINE_KV_PREFETCH=off`.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ KV_ENV = "WAFERLINE_KV_PREFETCH"
 def apply_kv_from_env(lib: Any) -> bool:
     """Whether a short step asks for each layer's cached keys and values ahead (fused_step.c's `prefetch_kv`): on,
     unless `WAFERLINE_KV_PREFETCH` is off (to compare); set in the library, a setting of the process. Measured on
-    one machine only (a Zen 4 EPYC, where it gained 2-10% a step), so it can be switched off without a rebuild."""
+    one machine only (a Zen 4 EPYC: up to 10% a step at 1000 cached positions, within the noise at 128), so it can be
+    switched off without a rebuild."""
     on = os.environ.get(KV_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
     lib.waferline_set_kv_prefetch(1 if on else 0)
     return on
