@@ -6,7 +6,7 @@ BlockWeight, is what `Device.place` (hardware/device.py) takes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,9 +152,15 @@ def _k_x8(rows: Tensor, kind: str, inverse: bool) -> Tensor:
     )
 
 
-def _joined(parts: Sequence[Tensor]) -> Tensor:
-    """1-D uint8 CPU tensors one after another, by numpy (see x8_interleave)."""
-    return torch.from_numpy(np.concatenate([p.numpy().reshape(-1) for p in parts]))
+def _joined(parts: Sequence[Tensor], place: Callable[[int], Tensor | None] | None = None) -> Tensor:
+    """1-D uint8 CPU tensors one after another, by numpy (see x8_interleave): into `place(nbytes)` where that gives
+    a uint8 tensor of those bytes (a caller's memory, e.g. on 2 MB pages: one copy, not two), else a new tensor."""
+    arrays = [p.numpy().reshape(-1) for p in parts]
+    out = place(sum(a.size for a in arrays)) if place is not None else None
+    if out is None:
+        return torch.from_numpy(np.concatenate(arrays))
+    np.concatenate(arrays, out=out.numpy())
+    return out
 
 
 @dataclass(eq=False)
@@ -197,10 +203,12 @@ class BlockWeight:
         data = torch.from_numpy(np.ascontiguousarray(rows.numpy()).reshape(-1))  # a copy only if not contiguous
         return BlockWeight(data, (rows.shape[0], self.shape[1]), ((self.kind, rows.shape[0]),))
 
-    def interleaved(self, kinds: Sequence[str] = ("Q4_0", "Q4_1", "Q5_0")) -> BlockWeight:
+    def interleaved(
+        self, kinds: Sequence[str] = ("Q4_0", "Q4_1", "Q5_0"), place: Callable[[int], Tensor | None] | None = None
+    ) -> BlockWeight:
         """The same weight with each segment of one of `kinds` (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) placed by
         whole groups of 8 rows (where the segment starts at a multiple of 8) as Q4_0_X8 / ... (x8_interleave), the
-        rest as it is: the same bytes, moved."""
+        rest as it is: the same bytes, moved (into `place(nbytes)` where given and it gives memory, see _joined)."""
         parts: list[Tensor] = []
         segments: list[tuple[str, int]] = []
         at = row = 0
@@ -217,7 +225,7 @@ class BlockWeight:
             at, row = at + n * size, row + n
         if tuple(segments) == self.segments:
             return self  # nothing to move: the same bytes, not a copy (a tied head's are the table's)
-        return BlockWeight(_joined(parts), self.shape, tuple(segments))
+        return BlockWeight(_joined(parts, place), self.shape, tuple(segments))
 
     @staticmethod
     def cat(parts: Sequence[BlockWeight]) -> BlockWeight:

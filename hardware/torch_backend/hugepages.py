@@ -19,6 +19,7 @@ cache).
 from __future__ import annotations
 
 import logging
+import math
 import mmap
 import os
 
@@ -71,10 +72,7 @@ def _round(nbytes: int, to: int) -> int:
 def empty(shape: tuple[int, ...], dtype: torch.dtype, *, zero: bool = False) -> Tensor:
     """A contiguous CPU tensor on a mapping of its own (its whole 2 MB pages huge where `enabled()`), else torch's
     (under 2 MB, or switched off); freed with it. A fresh mapping reads as zeros, so `zero` costs nothing there."""
-    n = 1
-    for d in shape:
-        n *= d
-    nbytes = n * torch.empty((), dtype=dtype).element_size()
+    nbytes = math.prod(shape) * dtype.itemsize
     buf = _mapping(max(nbytes, 1)) if enabled() and nbytes >= PAGE else None  # smaller: no whole huge page
     if buf is None:
         return torch.zeros(shape, dtype=dtype) if zero else torch.empty(shape, dtype=dtype)
@@ -92,31 +90,34 @@ class Arena:
         self.on = enabled()
         self.nbytes = 0  # bytes placed
 
-    def copy(self, t: Tensor) -> Tensor:
-        """`t` (a CPU tensor) copied into the arena: same dtype, shape and values, contiguous."""
-        if not self.on or t.device.type != "cpu":
-            return t
-        nbytes = t.numel() * t.element_size()
-        if nbytes == 0:
-            return t
+    def take(self, nbytes: int) -> Tensor | None:
+        """`nbytes` of the arena, uninitialised (a uint8 tensor, 1-D), for a caller that writes them itself; None
+        where the arena is off or the system refused its mapping (then it stays off), or for 0 bytes."""
+        if not self.on or nbytes <= 0:
+            return None
         if self._block is None or self._at + nbytes > self._block.numel():
             size = max(self.block_bytes, _round(nbytes, PAGE))
             block = _mapping(size)
             if block is None:
                 self.on = False
-                return t
-            if nbytes <= self.block_bytes:  # a tensor larger than a block keeps the current block for the next ones
-                self._block, self._at = block, 0
-            else:
-                return self._fill(block[:nbytes], t)
+                return None
+            if nbytes > self.block_bytes:  # a tensor larger than a block keeps the current block for the next ones
+                self.nbytes += nbytes
+                return block[:nbytes]
+            self._block, self._at = block, 0
         out = self._block[self._at : self._at + nbytes]
         self._at = _round(self._at + nbytes, ALIGN)
-        return self._fill(out, t)
+        self.nbytes += nbytes
+        return out
 
-    def _fill(self, out: Tensor, t: Tensor) -> Tensor:
+    def copy(self, t: Tensor) -> Tensor:
+        """`t` (a CPU tensor) copied into the arena: same dtype, shape and values, contiguous; `t` itself where
+        the arena is off or refused."""
+        out = self.take(t.numel() * t.element_size()) if t.device.type == "cpu" else None
+        if out is None:
+            return t
         placed = out.view(t.dtype).view(t.shape) if t.dim() else out.view(t.dtype)[0]
         placed.copy_(t)
-        self.nbytes += out.numel()
         return placed
 
 

@@ -110,15 +110,19 @@ class TorchDevice:
         kinds = self._interleaves()
         if role == "embedding":
             if len(weight.segments) == 1 and weight.kind in kinds and weight.shape[0] % 8 == 0:
-                self._table = (weakref.ref(weight), self._streamed(weight.interleaved(kinds)))
+                self._table = (weakref.ref(weight), self._streamed(weight, kinds))
                 return self._table[1]
             return weight  # a step reads one row of it: where it lies matters little
         if self._table is not None and self._table[0]() is weight:  # a tied head: the table's bytes
             return self._table[1]
-        return self._streamed(weight.interleaved(kinds) if kinds else weight)
+        return self._streamed(weight, kinds)
 
-    def _streamed(self, weight: BlockWeight) -> BlockWeight:
-        """A block weight every step reads whole, its bytes moved onto 2 MB pages (hugepages.py)."""
+    def _streamed(self, weight: BlockWeight, kinds: tuple[str, ...]) -> BlockWeight:
+        """A block weight every step reads whole: interleaved (the `kinds`), its bytes on 2 MB pages (hugepages.py),
+        written there as they are moved (one copy), or copied there where nothing moves."""
+        moved = weight.interleaved(kinds, place=self._arena.take) if kinds else weight
+        if moved is not weight:
+            return moved  # on the arena's pages, or (the arena off or refused) where numpy put them
         data = self._arena.copy(weight.data)
         return weight if data is weight.data else BlockWeight(data, weight.shape, weight.segments)
 

@@ -65,6 +65,33 @@ def test_an_arena_copy_is_the_same_tensor_on_2mb_aligned_mappings() -> None:
     assert placed[0].abs().sum() > 0, "a copy, not a view of the source"
 
 
+def test_bytes_taken_from_the_arena_are_written_by_the_caller() -> None:
+    """`take` hands out the arena's bytes one after another, as `copy` places them; interleaving a block weight
+    writes its moved bytes straight there (one copy at load), the same bytes as interleaving it anywhere else."""
+    arena = hugepages.Arena(block_bytes=4 << 20)
+    first = arena.take(100)
+    assert first is not None and first.dtype == torch.uint8 and first.shape == (100,)
+    assert first.data_ptr() % hugepages.PAGE == 0
+    w = np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32)
+    q = quants.quantize(w, GGMLQuantizationType.Q4_0)
+    weight = BlockWeight(torch.from_numpy(q.reshape(-1).copy()), w.shape, (("Q4_0", 64),))
+    taken: list[torch.Tensor] = []
+
+    def place(nbytes: int) -> torch.Tensor | None:
+        out = arena.take(nbytes)
+        assert out is not None
+        taken.append(out)
+        return out
+
+    placed = weight.interleaved(("Q4_0",), place=place)
+    assert placed.segments == (("Q4_0_X8", 64),) and len(taken) == 1
+    assert placed.data.data_ptr() == taken[0].data_ptr() == first.data_ptr() + 128  # the next cache line on
+    assert torch.equal(placed.data, weight.interleaved(("Q4_0",)).data)
+    assert arena.nbytes == 100 + weight.nbytes
+    assert weight.interleaved(("Q8_0",), place=place) is weight and len(taken) == 1  # nothing to move: no bytes
+    assert arena.take(0) is None
+
+
 @pytest.mark.skipif(not thp_given(), reason="this kernel gives no transparent huge pages (THP 'never')")
 def test_what_the_arena_holds_lies_on_huge_pages() -> None:
     arena = hugepages.Arena()
@@ -117,7 +144,9 @@ def test_switched_off_placement_keeps_torch_s_memory(monkeypatch: pytest.MonkeyP
     w = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
     q = quants.quantize(w, GGMLQuantizationType.Q8_0)
     given = BlockWeight(torch.from_numpy(q.reshape(-1).copy()), w.shape, (("Q8_0", 16),))
-    assert dev._streamed(given) is given
+    assert dev._streamed(given, ()) is given
+    moved = dev._streamed(given, ("Q8_0",))  # interleaved where numpy puts it, no arena
+    assert moved.segments == (("Q8_0_X8", 16),) and torch.equal(moved.dequantize(), given.dequantize())
     kv = dev.kv_open(layers=1, kv_heads=1, head_dim=64, max_tokens=8)
     assert not kv.payload.data.any()
 
