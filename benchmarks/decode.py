@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         "prefill_threads": fused.threads_for(fused.max_tokens) if fused is not None else torch.get_num_threads(),
         "decode_path": "fused" if fused is not None else "per-op",
         "prefetch": fused.prefetch if fused is not None else None,  # the block products' software prefetch, as chosen
+        "x8_narrow": x8_narrow(fused),  # the 8-row block products on 256-bit registers (x8_width.py); null: no choice
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,
@@ -220,6 +221,16 @@ def time_engine(
     return out
 
 
+def x8_narrow(fused: Any) -> bool | None:
+    """Whether a block model's 8-row products run on 256-bit registers (x8_width.py): None off the fused block step or
+    where the build has one width only."""
+    from waferline.hardware.torch_backend import x8_width
+
+    if fused is None or not fused.blocks:
+        return None
+    return x8_width.current(fused.lib)
+
+
 def weight_bytes_per_token(margs: Any, dtype: str) -> int:
     """Weight bytes one decode step reads: every layer's matrices and norms, the final norm, the LM head, and one
     embedding row. int8 counts one byte per weight plus a 2-byte scale per output row; biases stay 16-bit."""
@@ -315,6 +326,8 @@ def print_table(report: dict[str, Any]) -> None:
             f"{report['step_tok_s']:,.1f}/s ({100 * report['step_roofline_fraction']:.0f}% of roofline)",
         ),
     ]
+    if report.get("x8_narrow") is not None:
+        rows.insert(3, ("8-row block products", f"{256 if report['x8_narrow'] else 512}-bit registers"))
     if "hf_decode_tok_s" in report:
         rows.append(
             (

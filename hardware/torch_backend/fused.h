@@ -179,6 +179,11 @@ void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t 
  * register h holding q's 4-byte group 2 h in lanes 0..7 and group 2 h + 1 in lanes 8..15; whether this build reads
  * it (else it writes nothing and returns 0) */
 int64_t wl_x8_spread(int8_t *e, const int8_t *q, int64_t n);
+/* Whether the AVX512-VNNI X8 products of blocks of 32 use 256-bit registers on the quantised vector (1) rather than
+ * 512-bit ones on its spread form (0); waferline_set_x8_narrow sets it (1, 0, -1 to leave it; returns the setting
+ * before, -1 where the build has no 512-bit path). A setting of the process, as wl_prefetch_on. */
+extern int wl_x8_narrow;
+int64_t waferline_set_x8_narrow(int64_t on);
 /* fused_kquants_x8.c: as wl_x8_dots for Q4_K_X8 / Q5_K_X8 / Q6_K_X8 groups of nsb super-blocks (the vectors' k.e set), and
  * whether this build has that product (AVX512-VNNI) */
 void wl_kx8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nsb, float *y, int64_t ys,

@@ -245,7 +245,6 @@ def build(plan: DecoderPlan, *, weights: str, dtype: torch.dtype) -> CompiledSte
     )
 
     arena = hugepages.Arena()
-    prefetch.apply_kv_from_env(lib)
 
     def matrix(ref: WeightRef) -> list[int]:
         """weights, per-row scales and per-row sums (the last two only for int8; no sums when packed); for GGUF

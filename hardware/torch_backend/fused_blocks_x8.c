@@ -35,7 +35,9 @@
  * at a time gives, bit for bit.
  * With AVX512-VNNI a block's chunks go two to a register (lanes 0..7 chunk c, 8..15 chunk c + 1), each register's
  * inputs picked from the block's 8 groups of 4 by one permutation, and its multiply-adds summed in int32 (exact), the
- * register's two halves added at the end: the same integers as AVX2's, so the same outputs bit for bit.
+ * register's two halves added at the end: the same integers as AVX2's, so the same outputs bit for bit; or, where
+ * wl_x8_narrow is set (AMD's CPUs by default: x8_width.py), Q4_0's, Q4_1's and Q8_0's on 256-bit registers, each
+ * chunk against its 4 inputs broadcast (x8_idot256): the same integers again.
  * Q8_0_X8 (AVX512-VNNI only): 8 rows of Q8_0 interleaved, per block of 32 inputs 272 bytes: the 8 rows' d, then 8
  * chunks of 32 bytes, chunk c holding bytes 4 c .. 4 c + 3 of each row's 32 signed q. The multiply-add takes unsigned
  * weights, so they go in as q + 128 (a sign flip) and 128 sum x comes back out, exactly. */
@@ -129,22 +131,58 @@ static inline __attribute__((always_inline)) __m256i x8_idot512(int64_t kind, co
     s = _mm512_dpbusd_epi32(s, w[3], _mm512_loadu_si512((const void *)(e + 192)));
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
+
+/* The same integers on 256-bit registers (AVX512-VNNI's 256-bit multiply-add, "narrow"): the block unpacked as
+ * AVX2's 8 registers (x8_unpack; Q8_0_X8's 8 chunks as bytes w + 128), each multiplied with its 4 inputs broadcast
+ * from the quantised vector (no spread form). Where 512-bit operations run as two halves (AMD's Zen 4) they cost
+ * the ALUs the same, and the loads are 32 bytes rather than 64 (3 in 4 of a 144-byte Q4_0 block's 64-byte loads
+ * cross a cache line, 1 in 4 of its 32-byte ones). On a Zen 4, a standalone loop over 85 MB of Q4_0 groups read them
+ * at 23 GB/s wide and 28 narrow (a plain read: 26), and SmolLM2 Q4_0 / Q4_1 steps took 3-10% less time narrow
+ * (docs/benchmarks-decode.md); Q5_0's narrow product (its fifth bits or-ed in, AVX2's way) was slower there, so
+ * it stays wide. wl_x8_narrow chooses (x8_width.py); the same integers, so the same outputs bit for bit. */
+static inline __attribute__((always_inline)) __m256i x8_idot256(int64_t kind, const __m256i w[8], const int8_t *x) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    if (kind == BK_Q8_0_X8) { /* chunk c: inputs 4 c .. 4 c + 3 */
+        for (int c = 0; c < 8; c += 2) {
+            s0 = _mm256_dpbusd_epi32(s0, w[c], x8_bcast(x + 4 * c));
+            s1 = _mm256_dpbusd_epi32(s1, w[c + 1], x8_bcast(x + 4 * c + 4));
+        }
+    } else { /* w[2 c]: inputs 4 c .., w[2 c + 1]: 16 + 4 c .. */
+        for (int c = 0; c < 4; c++) {
+            s0 = _mm256_dpbusd_epi32(s0, w[2 * c], x8_bcast(x + 4 * c));
+            s1 = _mm256_dpbusd_epi32(s1, w[2 * c + 1], x8_bcast(x + 16 + 4 * c));
+        }
+    }
+    return _mm256_add_epi32(s0, s1);
+}
+
+static inline __attribute__((always_inline)) __m256 x8_unpack_q8(const uint8_t *blk, __m256i w[8]) {
+    for (int c = 0; c < 8; c++)
+        w[c] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c)),
+                                _mm256_set1_epi8((char)0x80));
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)blk));
+}
 #endif
 
 /* Vectors t0 .. t0 + V - 1 (V <= 4) against one group: each block's weights unpacked once for all V. Inlined with V
  * a constant 4 for whole tiles, so that the loop over the vectors unrolls. */
 static inline __attribute__((always_inline)) void x8_tile(int64_t kind, const uint8_t *restrict g,
                                                           const wl_q8_vec *v, int64_t t0, const int64_t V, int64_t nb,
-                                                          float *y, int64_t ys, const float *b8) {
+                                                          float *y, int64_t ys, const float *b8, const int narrow) {
     const int64_t bb = kind == BK_Q4_0_X8 ? 144 : kind == BK_Q4_1_X8 ? 160 : kind == BK_Q5_0_X8 ? 176 : 272;
     /* q's offset: sum x times it (Q8_0's is the sign flip's 128) */
     const int32_t zero = kind == BK_Q4_0_X8 ? 8 : kind == BK_Q5_0_X8 ? 16 : kind == BK_Q8_0_X8 ? 128 : 0;
+#ifndef BLOCKS_512
+    (void)narrow; /* AVX2 only: one width */
+#endif
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         if (t0 == 0) wl_x8_prefetch(g + bb * b, bb); /* the first tile reads the group from memory */
 #ifdef BLOCKS_512
         __m512i w[4];
-        const __m256 dw = x8_unpack512(kind, g + bb * b, w);
+        __m256i w8[8];
+        const __m256 dw = !narrow ? x8_unpack512(kind, g + bb * b, w)
+                          : kind == BK_Q8_0_X8 ? x8_unpack_q8(g + bb * b, w8) : x8_unpack(kind, g + bb * b, w8);
 #else
         __m256i w[8];
         const __m256 dw = x8_unpack(kind, g + bb * b, w);
@@ -152,7 +190,7 @@ static inline __attribute__((always_inline)) void x8_tile(int64_t kind, const ui
         for (int64_t t = 0; t < V; t++) {
             const wl_q8_vec *vt = v + t0 + t;
 #ifdef BLOCKS_512
-            __m256i dot = x8_idot512(kind, w, vt->e + 256 * b);
+            __m256i dot = narrow ? x8_idot256(kind, w8, vt->q + 32 * b) : x8_idot512(kind, w, vt->e + 256 * b);
 #else
             __m256i dot = x8_idot(w, vt->q + 32 * b, kind == BK_Q5_0_X8);
 #endif
@@ -173,37 +211,66 @@ static inline __attribute__((always_inline)) void x8_tile(int64_t kind, const ui
 
 static inline __attribute__((always_inline)) void x8_group(int64_t kind, const uint8_t *g, const wl_q8_vec *v,
                                                            int64_t n, int64_t nb, float *y, int64_t ys,
-                                                           const float *b8) {
+                                                           const float *b8, const int narrow) {
     int64_t t0 = 0;
-    for (; t0 + 4 <= n; t0 += 4) x8_tile(kind, g, v, t0, 4, nb, y, ys, b8);
+    for (; t0 + 4 <= n; t0 += 4) x8_tile(kind, g, v, t0, 4, nb, y, ys, b8, narrow);
     /* the rest with V a constant too (a one-token step's one vector above all): with V known only at run time the
      * accumulators lived on the stack, each block's multiply-add waiting on the last one's store (Q4_1 at one
      * vector 2.03 ns per row and block against 1.28 for Q4_0) */
-    if (n - t0 == 1) x8_tile(kind, g, v, t0, 1, nb, y, ys, b8);
-    else if (n - t0 == 2) x8_tile(kind, g, v, t0, 2, nb, y, ys, b8);
-    else if (n - t0 == 3) x8_tile(kind, g, v, t0, 3, nb, y, ys, b8);
+    if (n - t0 == 1) x8_tile(kind, g, v, t0, 1, nb, y, ys, b8, narrow);
+    else if (n - t0 == 2) x8_tile(kind, g, v, t0, 2, nb, y, ys, b8, narrow);
+    else if (n - t0 == 3) x8_tile(kind, g, v, t0, 3, nb, y, ys, b8, narrow);
 }
 
 /* one copy per kind, so that each inlined tile knows its layout */
 static void x8_q4_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-    x8_group(BK_Q4_0_X8, g, v, n, nb, y, ys, b8);
+#ifdef BLOCKS_512
+    if (wl_x8_narrow) {
+        x8_group(BK_Q4_0_X8, g, v, n, nb, y, ys, b8, 1);
+        return;
+    }
+#endif
+    x8_group(BK_Q4_0_X8, g, v, n, nb, y, ys, b8, 0);
 }
 static void x8_q4_1(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-    x8_group(BK_Q4_1_X8, g, v, n, nb, y, ys, b8);
+#ifdef BLOCKS_512
+    if (wl_x8_narrow) {
+        x8_group(BK_Q4_1_X8, g, v, n, nb, y, ys, b8, 1);
+        return;
+    }
+#endif
+    x8_group(BK_Q4_1_X8, g, v, n, nb, y, ys, b8, 0);
 }
 static void x8_q5_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-    x8_group(BK_Q5_0_X8, g, v, n, nb, y, ys, b8);
+    x8_group(BK_Q5_0_X8, g, v, n, nb, y, ys, b8, 0);
 }
 #ifdef BLOCKS_512
 static void x8_q8_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-    x8_group(BK_Q8_0_X8, g, v, n, nb, y, ys, b8);
+    if (wl_x8_narrow) {
+        x8_group(BK_Q8_0_X8, g, v, n, nb, y, ys, b8, 1);
+        return;
+    }
+    x8_group(BK_Q8_0_X8, g, v, n, nb, y, ys, b8, 0);
 }
 #endif
 #endif
+
+int wl_x8_narrow = 0; /* fused.h */
+
+int64_t waferline_set_x8_narrow(int64_t on) {
+#ifdef BLOCKS_512
+    const int64_t before = wl_x8_narrow;
+    if (on >= 0) wl_x8_narrow = on != 0;
+    return before;
+#else
+    (void)on;
+    return -1; /* no 512-bit path to choose against */
+#endif
+}
 
 void wl_x8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                 const float *bias) {

@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from waferline.hardware.torch_backend import prefetch, x8_width
+
 log = logging.getLogger("waferline.hardware")
 
 SOURCES = tuple(
@@ -180,7 +182,12 @@ def library() -> ctypes.CDLL | None:
     lib.waferline_set_prefetch.argtypes = [i64]  # 1 on, 0 off, -1 as it is; the setting before
     lib.waferline_set_kv_prefetch.restype = i64
     lib.waferline_set_kv_prefetch.argtypes = [i64]  # the same, for the KV cache's rows (fused_step.c)
+    lib.waferline_set_x8_narrow.restype = i64
+    lib.waferline_set_x8_narrow.argtypes = [i64]  # the same, for the X8 products' 256-bit path (-1: none built)
     lib.waferline_blocks_x8.restype = ctypes.c_int64
+    # settings of the whole process, made once here: the KV cache's rows asked for ahead, the X8 products' width
+    prefetch.apply_kv_from_env(lib)
+    x8_width.apply(lib)
     _library = lib
     return lib
 

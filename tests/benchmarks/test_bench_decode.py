@@ -31,6 +31,7 @@ def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.Captur
     assert report["read_probe"] == ("c" if fused_library.library() is not None else "torch")
     # int8 weights: no block products, so the prefetch is not measured (a block model's first step chooses it)
     assert report["prefetch"] is (True if report["decode_path"] == "fused" else None)
+    assert report["x8_narrow"] is None  # no block products: no width to report
     assert report["step_tok_s"] > 0
     # what the process holds on 2 MB pages (the KV caches the bench made, at least where the system gives them)
     assert report["huge_pages_mb"] is None or report["huge_pages_mb"] >= 0
