@@ -194,7 +194,7 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
 
 
 @pytest.mark.parametrize("fmt", [0, 1])  # KV_F32, KV_BF16
-@pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128), (12, 64)])
+@pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128), (12, 64), (4, 32), (1, 64)])
 def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
     G: int, D: int, fmt: int, compiled: None
 ) -> None:
@@ -202,7 +202,8 @@ def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
     chunk, the others two): the same floats, on a float32 and a bfloat16 cache, and softmax(q k / sqrt(D)) v in
     float64 within 1e-5. 16 x 8 queries 256 wide are more than the transposed queries' buffer takes (the scalar loop
     stands in); one token's queries 64 and 128 wide are read in place (ATTN_STRIDED; 12 of them in two groups), the 16
-    tokens' transposed."""
+    tokens' transposed; with AVX-512 one token's 1 to 4 queries 32 or 64 wide on a bfloat16 cache take the direct
+    path (ATTN_DIRECT: keys transposed in registers, a chunk's value rows in one pass)."""
     import ctypes
 
     import numpy as np
