@@ -14,7 +14,8 @@ their time, sampling included, prefill excluded), as `waferline bench` reports i
 median per way and the ratios (waferline / llama.cpp) of each, with the load average at the start and the end.
 
 With `--model FILE.gguf` both sides run that file as it is: llama-server, and waferline with the file's blocks kept
-(fused_blocks.c, fused_kquants.c), ways "waferline blocks" and "llama.cpp file".
+(fused_blocks.c, fused_kquants.c) and loaded as `waferline bench` and the server load it (`load_file`), ways
+"waferline blocks" and "llama.cpp file".
 """
 
 from __future__ import annotations
@@ -166,11 +167,21 @@ def waferline_decode(model: Any, prompt: list[int], new_tokens: int, threads: in
     return {"decode_tok_s": r.decode_tok_s, "prefill_tok_s": r.prefill_tok_s}
 
 
+def load_file(path: Path) -> Any:
+    """A GGUF file as `waferline bench`, `generate` and the server load it (engine/loader.py: its blocks kept, a
+    bfloat16 KV cache). Until 2026-12-07 (session 31) this side loaded it with `load_model`'s float32 device: the
+    same blocks, but a float32 cache and attention, so that at 1024 cached positions its decode was about half
+    what a user gets (docs/benchmarks-decode.md)."""
+    from waferline.engine.loader import load
+
+    return load(path, weights="auto")
+
+
 def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
     """The side-by-side report (one JSON-able dict) for `args` (the bench's arguments)."""
     import torch
 
-    from waferline.engine.checkpoint import load_model, resolve_model
+    from waferline.engine.checkpoint import resolve_model
     from waferline.engine.gguf.write import export_gguf
     from waferline.engine.loader import load
 
@@ -183,7 +194,7 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
     gguf_file = model_dir.suffix == ".gguf"
     ways, pairs = (FILE_WAYS, FILE_PAIRS) if gguf_file else (WAYS, PAIRS)
     if gguf_file:
-        loaded = {"blocks": load_model(model_dir)}
+        loaded = {"blocks": load_file(model_dir)}
     else:
         loaded = {fmt: load(model_dir, weights=fmt) for fmt in ("int8", "float32")}
     margs = next(iter(loaded.values())).args
@@ -227,6 +238,7 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
         "repeats": args.repeats, "llama_server": str(binary), "llama_repack": repack,
         "uptime_start": uptime_start, "uptime_end": _uptime(),
         "decode_path": {fmt: "fused" if lm.model.fused is not None else "per-op" for fmt, lm in loaded.items()},
+        "kv_dtype": {fmt: str(lm.model.device.dtype).removeprefix("torch.") for fmt, lm in loaded.items()},
         "threads": {}, "ways": [w for w, _ in ways], "pairs": [list(p) for p in pairs],
     }  # fmt: skip
     for t in thread_counts:

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from llama_cpp_support import llama_cpp_bin  # tests/support (on sys.path: tests/conftest.py)
 
-from waferline.benchmarks.llama_cpp import find_llama_server, repacking_works
+from waferline.benchmarks.llama_cpp import find_llama_server, load_file, repacking_works
 from waferline.cli.main import main
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # the bench sets torch's threads; put them back after
@@ -22,6 +23,7 @@ def test_the_side_by_side_reports_both_formats_beside_llama_cpp(capsys: pytest.C
     report = json.loads(capsys.readouterr().out)
     assert report["new_tokens"] == 6 and list(report["threads"]) == ["1"]
     assert report["decode_path"] == {"int8": "fused", "float32": "fused"}
+    assert report["kv_dtype"] == {"int8": "bfloat16", "float32": "float32"}  # as the loader opens each
     per = report["threads"]["1"]
     for way in ("waferline int8", "llama.cpp Q8_0", "waferline float32", "llama.cpp F32"):
         assert per[way]["decode_tok_s"] > 0 and per[way]["decode_tok_s_median"] <= per[way]["decode_tok_s"]
@@ -49,3 +51,19 @@ def test_without_llama_server_the_error_says_how_to_get_one(tmp_path: Path, monk
     with pytest.raises(ValueError, match="--llama-cpp-bin"):
         find_llama_server(None)
     assert main(["bench", "--llama-cpp", "--llama-cpp-bin", str(tmp_path)]) == 2
+
+
+def test_a_gguf_file_is_loaded_as_the_bench_and_the_server_load_it(tmp_path: Path) -> None:
+    """The file's blocks kept and a bfloat16 KV cache, as engine/loader.py opens it for `waferline bench` and the
+    server (before session 31 this side had load_model's float32 cache: half the decode at 1024 positions)."""
+    from waferline.engine.checkpoint import DEFAULT_MODEL_DIR
+    from waferline.engine.gguf.write import export_gguf
+    from waferline.hardware.blocks import BlockWeight
+
+    path = export_gguf(DEFAULT_MODEL_DIR, tmp_path / "mini-q4_0.gguf", "q4_0")
+    loaded = load_file(path)
+    assert loaded.model.device.dtype == torch.bfloat16
+    from waferline.hardware.torch_backend import fused_library
+
+    if fused_library.library() is not None:  # else the blocks are dequantised (no fused step to read them)
+        assert isinstance(loaded.model.layers[0].qkv.payload, BlockWeight)
