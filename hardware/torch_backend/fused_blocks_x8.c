@@ -136,7 +136,7 @@ static inline __attribute__((always_inline)) __m256i x8_idot512(int64_t kind, co
  * AVX2's 8 registers (x8_unpack; Q8_0_X8's 8 chunks as bytes w + 128), each multiplied with its 4 inputs broadcast
  * from the quantised vector (no spread form). Where 512-bit operations run as two halves (AMD's Zen 4) they cost
  * the ALUs the same, and the loads are 32 bytes rather than 64 (3 in 4 of a 144-byte Q4_0 block's 64-byte loads
- * cross a cache line, 1 in 4 of its 32-byte ones). On a Zen 4, a standalone loop over 85 MB of Q4_0 groups read them
+ * cross a cache line, 1 in 4 of its 32-byte ones). On a Zen 4, a standalone loop over 170 MB of Q4_0 groups read them
  * at 23 GB/s wide and 28 narrow (a plain read: 26), and SmolLM2 Q4_0 / Q4_1 steps took 3-10% less time narrow
  * (docs/benchmarks-decode.md); Q5_0's narrow product (its fifth bits or-ed in, AVX2's way) was slower there, so
  * it stays wide. wl_x8_narrow chooses (x8_width.py); the same integers, so the same outputs bit for bit. */
