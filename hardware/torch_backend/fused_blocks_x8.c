@@ -222,41 +222,32 @@ static inline __attribute__((always_inline)) void x8_group(int64_t kind, const u
     else if (n - t0 == 3) x8_tile(kind, g, v, t0, 3, nb, y, ys, b8, narrow);
 }
 
-/* one copy per kind, so that each inlined tile knows its layout */
+/* one copy per kind (and, with AVX512-VNNI, per width: wl_x8_narrow), so that each inlined tile knows its layout */
+#ifdef BLOCKS_512
+#define X8_EITHER(kind)                                                                                               \
+    (wl_x8_narrow ? x8_group(kind, g, v, n, nb, y, ys, b8, 1) : x8_group(kind, g, v, n, nb, y, ys, b8, 0))
+#else
+#define X8_EITHER(kind) x8_group(kind, g, v, n, nb, y, ys, b8, 0)
+#endif
 static void x8_q4_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-#ifdef BLOCKS_512
-    if (wl_x8_narrow) {
-        x8_group(BK_Q4_0_X8, g, v, n, nb, y, ys, b8, 1);
-        return;
-    }
-#endif
-    x8_group(BK_Q4_0_X8, g, v, n, nb, y, ys, b8, 0);
+    X8_EITHER(BK_Q4_0_X8);
 }
 static void x8_q4_1(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-#ifdef BLOCKS_512
-    if (wl_x8_narrow) {
-        x8_group(BK_Q4_1_X8, g, v, n, nb, y, ys, b8, 1);
-        return;
-    }
-#endif
-    x8_group(BK_Q4_1_X8, g, v, n, nb, y, ys, b8, 0);
+    X8_EITHER(BK_Q4_1_X8);
 }
 static void x8_q5_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-    x8_group(BK_Q5_0_X8, g, v, n, nb, y, ys, b8, 0);
+    x8_group(BK_Q5_0_X8, g, v, n, nb, y, ys, b8, 0); /* always wide: narrow, it was slower (x8_width.py) */
 }
 #ifdef BLOCKS_512
 static void x8_q8_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb, float *y, int64_t ys,
                     const float *b8) {
-    if (wl_x8_narrow) {
-        x8_group(BK_Q8_0_X8, g, v, n, nb, y, ys, b8, 1);
-        return;
-    }
-    x8_group(BK_Q8_0_X8, g, v, n, nb, y, ys, b8, 0);
+    X8_EITHER(BK_Q8_0_X8);
 }
 #endif
+#undef X8_EITHER
 #endif
 
 int wl_x8_narrow = 0; /* fused.h */

@@ -25,17 +25,23 @@ MIN_ROUNDS, MAX_ROUNDS = 4, 16  # rounds of four steps (on, off, off, on)
 BUDGET_S = 0.4  # rounds past MIN_ROUNDS stop once this much time has gone (a large model's steps are long)
 
 
-def from_env() -> bool | None:
-    """`WAFERLINE_PREFETCH` as a fixed setting, or None to measure ("auto", unset). A value it does not know is
-    logged and measured, as unset (a speed setting is not worth refusing to load a model over)."""
-    raw = os.environ.get(ENV, "auto").strip().lower()
+def switch(name: str, raw: str | None = None, auto: str = "measuring") -> bool | None:
+    """An on/off/auto environment setting (`raw`, else the variable `name`): True, False, or None for auto (unset,
+    empty). A value it does not know is logged (saying what `auto` then does) and taken as auto: a speed setting is
+    not worth refusing to load a model over."""
+    raw = (os.environ.get(name, "auto") if raw is None else raw).strip().lower()
     if raw in ("on", "1", "true", "yes"):
         return True
     if raw in ("off", "0", "false", "no"):
         return False
     if raw not in ("auto", ""):
-        log.warning("%s=%r is not one of auto, on, off: measuring as for auto", ENV, raw)
+        log.warning("%s=%r is not one of auto, on, off: %s as for auto", name, raw, auto)
     return None
+
+
+def from_env() -> bool | None:
+    """`WAFERLINE_PREFETCH` as a fixed setting, or None to measure ("auto", unset, or a value it does not know)."""
+    return switch(ENV)
 
 
 def apply(lib: Any, on: bool) -> None:

@@ -14,12 +14,10 @@ on for an AMD CPU. Q5_0's and the K-quants' products are always wide: narrow, Q5
 
 from __future__ import annotations
 
-import logging
-import os
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("waferline.hardware")  # as fused_library's
+from waferline.hardware.torch_backend import prefetch
 
 ENV = "WAFERLINE_X8_NARROW"
 
@@ -40,13 +38,9 @@ def cpu_vendor(cpuinfo: str | None = None) -> str:
 def wanted(env: str | None = None, vendor: str | None = None) -> bool:
     """Narrow or not: `WAFERLINE_X8_NARROW` when it says on or off, else (auto, unset, or a value it does not know,
     which is logged) whether the CPU is AMD's."""
-    raw = (os.environ.get(ENV, "auto") if env is None else env).strip().lower()
-    if raw in ("on", "1", "true", "yes"):
-        return True
-    if raw in ("off", "0", "false", "no"):
-        return False
-    if raw not in ("auto", ""):
-        log.warning("%s=%r is not one of auto, on, off: choosing as for auto", ENV, raw)
+    fixed = prefetch.switch(ENV, env, auto="choosing")
+    if fixed is not None:
+        return fixed
     return (cpu_vendor() if vendor is None else vendor) == "AuthenticAMD"
 
 

@@ -50,7 +50,7 @@ def test_the_environment_fixes_it_else_the_vendor_decides(env: str, vendor: str,
 def test_an_unknown_value_is_logged_and_taken_as_auto(caplog: Any) -> None:
     with caplog.at_level(logging.WARNING, logger="waferline.hardware"):
         assert x8_width.wanted("sideways", "AuthenticAMD") is True
-    assert "WAFERLINE_X8_NARROW='sideways'" in caplog.text
+    assert "WAFERLINE_X8_NARROW='sideways' is not one of auto, on, off: choosing as for auto" in caplog.text
 
 
 def test_the_library_is_set_as_the_environment_says(lib: Any, monkeypatch: pytest.MonkeyPatch) -> None:
