@@ -184,6 +184,9 @@ int64_t wl_x8_spread(int8_t *e, const int8_t *q, int64_t n);
  * before, -1 where the build has no 512-bit path). A setting of the process, as wl_prefetch_on. */
 extern int wl_x8_narrow;
 int64_t waferline_set_x8_narrow(int64_t on);
+/* Whether the product of a segment of this kind reads the input's spread form (wl_x8_spread): the X8 layouts of
+ * blocks of 32, but for Q4_0, Q4_1 and Q8_0 when narrow; the K-quants' read their own (wl_kx8_spread) */
+int wl_x8_reads_spread(int64_t kind);
 /* fused_kquants_x8.c: as wl_x8_dots for Q4_K_X8 / Q5_K_X8 / Q6_K_X8 groups of nsb super-blocks (the vectors' k.e set), and
  * whether this build has that product (AVX512-VNNI) */
 void wl_kx8_dots(int64_t kind, const uint8_t *group, const wl_q8_vec *v, int64_t n, int64_t nsb, float *y, int64_t ys,

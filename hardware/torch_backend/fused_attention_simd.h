@@ -38,6 +38,12 @@ static inline void transpose16(const __m512 *r, float *restrict out) {
     for (int e = 0; e < 16; e++) _mm512_storeu_ps(out + e * 16, o[e]);
 }
 
+/* The 16 bfloat16 rows of width D two blocks past `r` (the block after next) asked for into L1 while this one is used:
+ * a decode step streams every weight between two visits of a layer's cache, so the cache comes from memory */
+static inline void rows_ahead(const uint16_t *r, int64_t D) {
+    for (int64_t i = 0; i < 16 * D * 2; i += 64) _mm_prefetch((const char *)(r + 32 * D) + i, _MM_HINT_T0);
+}
+
 /* Whether the bfloat16 kernels below take a cache of this format and head width */
 #define ATTN_BF16_PAIRS(fmt, D) ((fmt) == KV_BF16 && (D) % 32 == 0)
 
@@ -46,7 +52,7 @@ static inline void transpose16(const __m512 *r, float *restrict out) {
  * floats (the low half shifted up, the high half masked), half the transposes of converting the rows first. */
 static inline void key_block_bf16(float *restrict row, const uint16_t *k, int64_t nb, int64_t D) {
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
-    for (int64_t i = 0; i < 16 * D * 2; i += 64) _mm_prefetch((const char *)(k + 32 * D) + i, _MM_HINT_T0);
+    rows_ahead(k, D);
     for (int64_t c = 0; c < D; c += 32) {
         __m512 r[16], t[16];
         for (int64_t tt = 0; tt < 16; tt++) r[tt] = tt < nb ? _mm512_loadu_ps((const void *)(k + tt * D + c)) : _mm512_setzero_ps();
@@ -66,7 +72,7 @@ static inline __attribute__((always_inline)) void add_weighted_bf16_n(float *con
                                                                       const int NO, const uint16_t *v, int64_t np,
                                                                       int64_t D, int fresh) {
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
-    for (int64_t i = 0; i < 16 * D * 2; i += 64) _mm_prefetch((const char *)(v + 32 * D) + i, _MM_HINT_T0);
+    rows_ahead(v, D);
     for (int64_t c = 0; c < D; c += 32) {
         __m512 even[4], odd[4];
         for (int j = 0; j < NO; j++)
@@ -100,7 +106,7 @@ static inline __attribute__((always_inline)) void direct_scores_bf16(const float
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     __m512 a[4];
     for (int j = 0; j < NQ; j++) a[j] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < 16 * D * 2; i += 64) _mm_prefetch((const char *)(k + 32 * D) + i, _MM_HINT_T0);
+    rows_ahead(k, D);
     for (int64_t c = 0; c < D; c += 32) {
         __m512 r[16], t[16];
         for (int64_t tt = 0; tt < 16; tt++)

@@ -163,7 +163,7 @@ void wl_linear_blocks(float *y, int64_t ys, const float *x, int64_t xs, int64_t 
         kx8 |= wl_is_kx8(c.kind[i]);
         blocks32 |= c.kind[i] != BK_F32 && !wl_is_kquant(c.kind[i]) && !wl_is_kx8(c.kind[i]);
         four_bit |= c.kind[i] == BK_Q4_0 || c.kind[i] == BK_Q4_1;
-        x8 |= wl_is_x8(c.kind[i]);
+        x8 |= wl_x8_reads_spread(c.kind[i]); /* narrow 8-row products read q itself: no spread */
     }
     c.first[c.segs] = row;
     q8_vec v[WL_MAX_VECTORS];
