@@ -21,6 +21,7 @@
 #define ATTN_VEC 1 /* the vector scores and value sums below (AVX-512, else AVX2) */
 #endif
 #include "fused_attention_simd.h"
+#include "fused_attention_direct.h"
 
 /* The largest of v[0..n) (n >= 1); exact in any order. */
 static float max_of(const float *restrict v, int64_t n) {
@@ -124,40 +125,6 @@ const float *wl_attend_queries(float *restrict qt, const float *restrict q, int6
 #endif
 }
 
-#ifdef ATTN_DIRECT
-/* direct_scores_bf16 and chunk_values_bf16 (fused_attention_simd.h) with the head width and the queries' count
- * constants: one token's chunk, its scores (sc: query j's at sc + j C) and its parts' value sums */
-#define DIRECT_CASES(call, D_)                                                                                        \
-    switch (G) {                                                                                                      \
-    case 1: call(1, D_); break;                                                                                       \
-    case 2: call(2, D_); break;                                                                                       \
-    case 3: call(3, D_); break;                                                                                       \
-    default: call(4, D_); break;                                                                                      \
-    }
-static void direct_scores(const float *q, int64_t G, int64_t D, const uint16_t *k, int64_t nb, float *sc, float scale) {
-#define SCORES(NQ, D_) direct_scores_bf16(q, D_, NQ, k, nb, sc, WL_ATTN_CHUNK, scale)
-    if (D == 32) {
-        DIRECT_CASES(SCORES, 32)
-    } else {
-        DIRECT_CASES(SCORES, 64)
-    }
-#undef SCORES
-}
-
-static void direct_values(float *part, const float *sc, int64_t G, int64_t D, const uint16_t *v, int64_t np) {
-    float *o[4];
-    const float *w[4];
-    for (int64_t j = 0; j < G; j++) o[j] = part + j * WL_ATTN_PART(D), w[j] = sc + j * WL_ATTN_CHUNK;
-#define VALUES(NQ, D_) chunk_values_bf16(o, w, NQ, v, D_, np)
-    if (D == 32) {
-        DIRECT_CASES(VALUES, 32)
-    } else {
-        DIRECT_CASES(VALUES, 64)
-    }
-#undef VALUES
-}
-#undef DIRECT_CASES
-#endif
 
 /* The chunk [c0, c0 + WL_ATTN_CHUNK) of one KV head's cached positions against the queries of n tokens' G heads (token
  * t's q: G x D at q + t * qs; it sees the positions < L0 + t): for each query (t, j) that sees some of them, at part +
@@ -180,13 +147,13 @@ void wl_attend_chunk(float *restrict part, const float *restrict qt, const float
     /* q.k for 16 positions at a time: the block of keys is transposed into `row` (D x 16 floats), so that each
      * query's 16 scores come from D vector multiply-adds instead of 16 dot products with horizontal sums. */
 #ifdef ATTN_DIRECT
-    const int direct = ATTN_DIRECT(n, fmt, D, G); /* one token: keys transposed in registers, values in one pass */
+    const int direct = ATTN_DIRECT(n, fmt, D, G, qt); /* keys transposed in registers, values in one pass */
 #endif
     for (int64_t t0 = c0; t0 < c1; t0 += 16) {
         const int64_t nb = c1 - t0 < 16 ? c1 - t0 : 16;
 #ifdef ATTN_DIRECT
         if (direct) {
-            direct_scores(q, G, D, (const uint16_t *)kv + kb + t0 * D, nb, sc + (t0 - c0), scale);
+            direct_scores(q, qt, n, G, D, (const uint16_t *)kv + kb + t0 * D, nb, sc + (t0 - c0), scale);
             continue;
         }
 #endif
@@ -256,7 +223,7 @@ void wl_attend_chunk(float *restrict part, const float *restrict qt, const float
 #endif
 #ifdef ATTN_DIRECT
     if (direct) {
-        direct_values(part, sc, G, D, (const uint16_t *)kv + vb + c0 * D, c1 - c0);
+        direct_values(part, sc, n, G, D, (const uint16_t *)kv + vb + c0 * D, L0, c0, c1);
         return;
     }
 #endif

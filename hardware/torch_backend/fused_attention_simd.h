@@ -92,68 +92,6 @@ static inline __attribute__((always_inline)) void add_weighted_bf16_n(float *con
     }
 }
 
-/* One token's attention over a chunk, for a bfloat16 cache of head width D = 32 or 64 (a constant where inlined) and
- * NQ <= 4 queries per KV head: the paths above with nothing stored between their steps, the same floats.
- *
- * direct_scores_bf16: nb (<= 16) keys (k, D apart) against the queries (q, D floats apart), each 32 elements of the
- * keys transposed as 32-bit pairs in registers (transpose16_regs, as key_block_bf16) and split into their two floats
- * there, multiplied into the scores at once rather than stored as a block and read back three times: each score's
- * multiply-adds in element order 0 .. D - 1, as block_scores_at's on key_block_bf16's rows. Query j's scores, times
- * `scale`, at dst + j * C. */
-static inline __attribute__((always_inline)) void direct_scores_bf16(const float *restrict q, const int64_t D,
-                                                                     const int NQ, const uint16_t *k, int64_t nb,
-                                                                     float *dst, int64_t C, float scale) {
-    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
-    __m512 a[4];
-    for (int j = 0; j < NQ; j++) a[j] = _mm512_setzero_ps();
-    rows_ahead(k, D);
-    for (int64_t c = 0; c < D; c += 32) {
-        __m512 r[16], t[16];
-        for (int64_t tt = 0; tt < 16; tt++)
-            r[tt] = tt < nb ? _mm512_loadu_ps((const void *)(k + tt * D + c)) : _mm512_setzero_ps();
-        transpose16_regs(r, t); /* t[e], lane tt: elements c + 2 e and c + 2 e + 1 of key tt */
-        for (int e = 0; e < 16; e++) {
-            const __m512i pair = _mm512_castps_si512(t[e]);
-            const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
-            const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(pair, high));
-            for (int j = 0; j < NQ; j++) a[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * D + c + 2 * e]), even, a[j]);
-            for (int j = 0; j < NQ; j++) a[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * D + c + 2 * e + 1]), odd, a[j]);
-        }
-    }
-    const __mmask16 m = (__mmask16)((1u << nb) - 1);
-    for (int j = 0; j < NQ; j++) _mm512_mask_storeu_ps(dst + j * C, m, _mm512_mul_ps(a[j], _mm512_set1_ps(scale)));
-}
-
-/* chunk_values_bf16: the NQ outputs o[j] (kept split per 32 elements, as add_weighted_bf16_n keeps them) over np
- * value rows (v, D apart) with weights w[j][0 .. np), the sums in registers from the first row to the last: each
- * element's multiply-adds the same, in the same order, as add_weighted_bf16_n's block after block from zero, and
- * each row read once, front to back, rather than a pass over every 16 rows for each 32 elements. */
-static inline __attribute__((always_inline)) void chunk_values_bf16(float *const *o, const float *const *w,
-                                                                    const int NQ, const uint16_t *v, const int64_t D,
-                                                                    int64_t np) {
-    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
-    __m512 acc[4][4]; /* [output][16 floats]: per 32 elements the even ones, then the odd ones */
-    for (int j = 0; j < NQ; j++)
-        for (int64_t h = 0; h < D / 16; h++) acc[j][h] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < np; p++) {
-        __m512 x[4];
-        for (int64_t c = 0; c < D; c += 32) {
-            const __m512i pair = _mm512_loadu_si512((const void *)(v + p * D + c));
-            x[c / 16] = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
-            x[c / 16 + 1] = _mm512_castsi512_ps(_mm512_and_si512(pair, high));
-        }
-        for (int j = 0; j < NQ; j++) {
-            const __m512 wp = _mm512_set1_ps(w[j][p]);
-            for (int64_t h = 0; h < D / 16; h++) acc[j][h] = _mm512_fmadd_ps(wp, x[h], acc[j][h]);
-        }
-    }
-    for (int j = 0; j < NQ; j++)
-        for (int64_t h = 0; h < D / 16; h++) _mm512_storeu_ps(o[j] + 16 * h, acc[j][h]);
-}
-
-/* Whether one token's chunk takes the two above */
-#define ATTN_DIRECT(n, fmt, D, G) ((n) == 1 && (fmt) == KV_BF16 && ((D) == 32 || (D) == 64) && (G) <= 4)
-
 /* o[0..D) from split (add_weighted_bf16_n) back to element order */
 static inline void unsplit_row(float *o, int64_t D) {
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);

@@ -45,7 +45,9 @@ SOURCES = tuple(
         "fused_pool.c",
     )
 )
-HEADERS = tuple(Path(__file__).with_name(name) for name in ("fused.h", "fused_attention_simd.h"))
+HEADERS = tuple(
+    Path(__file__).with_name(name) for name in ("fused.h", "fused_attention_simd.h", "fused_attention_direct.h")
+)
 # -ffp-contract=off: no compiler-made fused multiply-adds, so that the vector and scalar forms of each sum round alike;
 # -Wall -Wextra: the sources build without a warning (tests/hardware/test_fused_build.py builds them with -Werror)
 CFLAGS = (

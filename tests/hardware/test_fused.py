@@ -195,15 +195,18 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
 
 @pytest.mark.parametrize("fmt", [0, 1])  # KV_F32, KV_BF16
 @pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128), (12, 64), (4, 32), (1, 64)])
+@pytest.mark.parametrize("n, L0", [(16, 57), (4, 62), (2, 63)])
 def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
-    G: int, D: int, fmt: int, compiled: None
+    n: int, L0: int, G: int, D: int, fmt: int, compiled: None
 ) -> None:
-    """wl_attend_group for 16 tokens over up to 72 positions against each token alone (the first 8 tokens see one
-    chunk, the others two): the same floats, on a float32 and a bfloat16 cache, and softmax(q k / sqrt(D)) v in
-    float64 within 1e-5. 16 x 8 queries 256 wide are more than the transposed queries' buffer takes (the scalar loop
-    stands in); one token's queries 64 and 128 wide are read in place (ATTN_STRIDED; 12 of them in two groups), the 16
-    tokens' transposed; with AVX-512 one token's 1 to 4 queries 32 or 64 wide on a bfloat16 cache take the direct
-    path (ATTN_DIRECT: keys transposed in registers, a chunk's value rows in one pass)."""
+    """wl_attend_group for n tokens against each token alone, the tokens seeing different numbers of positions across
+    a chunk's end (16 tokens over up to 72 positions: the first 8 see one chunk, the others two; 4 tokens see 62 to 65,
+    2 tokens 63 and 64): the same floats, on a float32 and a bfloat16 cache, and softmax(q k / sqrt(D)) v in float64
+    within 1e-5. 16 x 8 queries 256 wide are more than the transposed queries' buffer takes (the scalar loop stands
+    in); one token's queries 64 and 128 wide are read in place (ATTN_STRIDED; 12 of them in two groups), several
+    tokens' transposed; with AVX-512, on a bfloat16 cache 32 or 64 wide, one token's 1 to 8 queries and up to 16 of a
+    few tokens take the direct path (ATTN_DIRECT: keys transposed in registers, a chunk's value rows in one pass,
+    each query's last rows where its token stops)."""
     import ctypes
 
     import numpy as np
@@ -213,7 +216,6 @@ def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     f.argtypes = [ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr]
     f.restype = None
-    n, L0 = 16, 57
     L = L0 + n - 1
     rng = np.random.default_rng(3)
     values = rng.standard_normal(2 * L * D).astype(np.float32)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from gguf import GGMLQuantizationType, quants
+from block_weights import blocks  # tests/support
 from required import missing  # tests/support
 
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
@@ -34,11 +34,6 @@ K_HALVES = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}  # where the fp16 d 
 def compiled() -> None:
     if fused_library.library() is None:
         missing(f"the fused C step could not be built: {fused_library._library_error}")
-
-
-def blocks(kind: str, w: np.ndarray) -> BlockWeight:
-    q = quants.quantize(w.astype(np.float32), GGMLQuantizationType[kind])
-    return BlockWeight(torch.from_numpy(q.reshape(-1).copy()), w.shape, ((kind, w.shape[0]),))
 
 
 def k_blocks(kind: str, shape: tuple[int, int], g: np.random.Generator) -> BlockWeight:

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from gguf import GGMLQuantizationType, quants
+from block_weights import blocks  # tests/support
 
 from waferline.engine.checkpoint import DEFAULT_MODEL_DIR, load_model
 from waferline.engine.gguf.write import export_gguf
-from waferline.hardware.blocks import BlockWeight, x8_kinds
+from waferline.hardware.blocks import x8_kinds
 from waferline.hardware.torch_backend import fused, prefetch
 
 
@@ -84,11 +84,6 @@ def test_an_unknown_value_is_logged_and_measured(monkeypatch: pytest.MonkeyPatch
     with caplog.at_level(logging.WARNING, logger="waferline.hardware"):
         assert prefetch.from_env() is None
     assert "WAFERLINE_PREFETCH='sometimes' is not one of auto, on, off" in caplog.text
-
-
-def blocks(kind: str, w: np.ndarray) -> BlockWeight:
-    q = quants.quantize(w.astype(np.float32), GGMLQuantizationType[kind])
-    return BlockWeight(torch.from_numpy(q.reshape(-1).copy()), w.shape, ((kind, w.shape[0]),))
 
 
 @pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q8_0"])

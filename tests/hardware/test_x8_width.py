@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from gguf import GGMLQuantizationType, quants
+from block_weights import blocks  # tests/support
 
-from waferline.hardware.blocks import BlockWeight, x8_kinds
+from waferline.hardware.blocks import x8_kinds
 from waferline.hardware.torch_backend import fused, fused_library, x8_width
 
 
@@ -65,11 +65,6 @@ def test_the_library_is_set_as_the_environment_says(lib: Any, monkeypatch: pytes
         lib.waferline_set_x8_narrow(before)
     monkeypatch.delenv(x8_width.ENV)
     assert x8_width.current(lib) is x8_width.wanted()  # as library() set it at load
-
-
-def blocks(kind: str, w: np.ndarray) -> BlockWeight:
-    q = quants.quantize(w.astype(np.float32), GGMLQuantizationType[kind])
-    return BlockWeight(torch.from_numpy(q.reshape(-1).copy()), w.shape, ((kind, w.shape[0]),))
 
 
 @pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0", "Q8_0"])
