@@ -194,7 +194,7 @@ def test_many_token_step_equals_one_token_steps_bit_for_bit(
 
 
 @pytest.mark.parametrize("fmt", [0, 1])  # KV_F32, KV_BF16
-@pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128), (12, 64), (4, 32), (1, 64)])
+@pytest.mark.parametrize("G, D", [(8, 256), (3, 64), (2, 128), (12, 64), (4, 32), (1, 64), (6, 32)])
 @pytest.mark.parametrize("n, L0", [(16, 57), (4, 62), (2, 63)])
 def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
     n: int, L0: int, G: int, D: int, fmt: int, compiled: None
