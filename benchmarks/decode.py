@@ -25,6 +25,7 @@ from typing import Any
 
 from waferline.benchmarks.roofline import ReadProbe, StepProbe
 from waferline.cli.generate import add_model_arguments
+from waferline.engine import heap
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     loaded = load(args.model, backend=args.backend, weights=args.dtype)
     load_s = time.perf_counter() - t0
+    heap.settle()  # as the server does after a load: no full collection of the model's objects mid-run
     margs = loaded.args
     set_threads(args.threads, margs.n_params, loaded.model)
     if args.prompt_tokens + args.new_tokens > margs.max_seq_len:

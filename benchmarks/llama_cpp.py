@@ -181,6 +181,7 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
     """The side-by-side report (one JSON-able dict) for `args` (the bench's arguments)."""
     import torch
 
+    from waferline.engine import heap
     from waferline.engine.checkpoint import resolve_model
     from waferline.engine.gguf.write import export_gguf
     from waferline.engine.loader import load
@@ -197,6 +198,7 @@ def run(args: Any, log: Callable[[str], None]) -> dict[str, Any]:
         loaded = {"blocks": load_file(model_dir)}
     else:
         loaded = {fmt: load(model_dir, weights=fmt) for fmt in ("int8", "float32")}
+    heap.settle()  # as the server does after a load (engine/heap.py)
     margs = next(iter(loaded.values())).args
     if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
         raise ValueError(f"--prompt-tokens + --new-tokens exceed the model's context of {margs.max_seq_len}")

@@ -18,7 +18,15 @@ def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.Captur
     from waferline.cli.main import main
 
     argv = ["bench", "--model", "tiny", "--prompt-tokens", "8", "--new-tokens", "4"]  # no --dtype: the server's
+    import gc
+
+    from waferline.engine import heap
+
+    heap.release()
     assert main([*argv, "--repeats", "1", "--json"]) == 0
+    frozen = gc.get_freeze_count()
+    heap.release()
+    assert frozen > 0, "the bench froze the loaded model's objects, as the server does (engine/heap.py)"
     report = json.loads(capsys.readouterr().out)
     for key in ("model", "params", "dtype", "backend", "prompt_tokens", "new_tokens", "prefill_tok_s", "decode_tok_s"):
         assert key in report
