@@ -125,7 +125,6 @@ const float *wl_attend_queries(float *restrict qt, const float *restrict q, int6
 #endif
 }
 
-
 /* The chunk [c0, c0 + WL_ATTN_CHUNK) of one KV head's cached positions against the queries of n tokens' G heads (token
  * t's q: G x D at q + t * qs; it sees the positions < L0 + t): for each query (t, j) that sees some of them, at part +
  * (t G + j) WL_ATTN_PART(D), the sum of e^(score - m) times their value rows (D floats; for a bfloat16 cache read as

@@ -41,9 +41,9 @@ static inline __attribute__((always_inline)) void direct_scores_bf16(const float
 
 /* chunk_values_bf16: the NQ (<= 4) outputs o[j] (kept split per 32 elements, as add_weighted_bf16_n keeps them) over
  * the value rows (v, D apart) with weights w[j][0 .. np[j]), output j taking the first np[j] rows (the rows its token
- * sees), the sums in registers from the first row to the last: each element's multiply-adds the
- * same, in the same order, as add_weighted_bf16_n's block after block from zero, and each row read once, front to
- * back, rather than a pass over every 16 rows for each 32 elements. */
+ * sees), the sums in registers from the first row to the last: each element's multiply-adds the same, in the same
+ * order, as add_weighted_bf16_n's block after block from zero, and each row read once, front to back, rather than a
+ * pass over every 16 rows for each 32 elements. */
 static inline __attribute__((always_inline)) void chunk_values_bf16(float *const *o, const float *const *w,
                                                                     const int NQ, const uint16_t *v, const int64_t D,
                                                                     const int64_t *np) {
@@ -77,8 +77,7 @@ static inline __attribute__((always_inline)) void chunk_values_bf16(float *const
 #define ATTN_DIRECT(n, fmt, D, G, qt)                                                                                 \
     ((fmt) == KV_BF16 && ((D) == 32 || (D) == 64) && ((n) == 1 ? (G) <= 8 : ((qt) != NULL && (n) * (G) <= 16)))
 
-/* direct_scores_bf16 and chunk_values_bf16 (above) with the head width and the queries' count
- * constants */
+/* direct_scores_bf16 and chunk_values_bf16 (above) with the head width and the queries' count constants */
 #define UP_TO_4(call, D_)                                                                                             \
     case 1: call(1, D_); break;                                                                                       \
     case 2: call(2, D_); break;                                                                                       \
