@@ -1,6 +1,6 @@
 /* The fused step's attention over a chunk with nothing stored between its steps (fused_attention.c includes this
  * file, once, after fused_attention_simd.h): AVX-512 and a bfloat16 cache of head width 32 or 64, one token's queries
- * or a few tokens' (a draft's verification). Each block of 16 keys is transposed in registers and multiplied into
+ * or several tokens' (a draft's verification, a prefill's piece). Each block of 16 keys is transposed in registers and multiplied into
  * the scores at once, each chunk's value rows read once front to back with the sums in registers: the floats of the
  * blockwise path in fused_attention.c, which writes the transposed keys out and reads them back. */
 #ifndef WAFERLINE_FUSED_ATTENTION_DIRECT_H
@@ -72,10 +72,12 @@ static inline __attribute__((always_inline)) void chunk_values_bf16(float *const
         for (int64_t h = 0; h < D / 16; h++) _mm512_storeu_ps(o[j] + 16 * h, acc[j][h]);
 }
 
-/* Whether a chunk takes the two above: one token whose G <= 8 queries score together, or a few tokens (n G <= 16)
- * whose queries were transposed (qt) */
+/* Whether a chunk takes the two above: queries that were transposed (qt: any number of tokens, wl_attend_queries'
+ * buffer permitting), or one token's G <= 8 read where they are. Up to 16 tokens of 7 or 12 queries a KV head, each
+ * key block transposed again for every 8 queries, this was still faster than the blockwise path (which transposes it
+ * once, but stores it and reads it back, and the value sums for every block) */
 #define ATTN_DIRECT(n, fmt, D, G, qt)                                                                                 \
-    ((fmt) == KV_BF16 && ((D) == 32 || (D) == 64) && ((n) == 1 ? (G) <= 8 : ((qt) != NULL && (n) * (G) <= 16)))
+    ((fmt) == KV_BF16 && ((D) == 32 || (D) == 64) && ((qt) != NULL || ((n) == 1 && (G) <= 8)))
 
 /* direct_scores_bf16 and chunk_values_bf16 (above) with the head width and the queries' count constants */
 #define UP_TO_4(call, D_)                                                                                             \
@@ -102,11 +104,11 @@ static inline __attribute__((always_inline)) void chunk_values_bf16(float *const
         }                                                                                                             \
     }
 
-/* The scores of the block of nb keys at k for every query of the chunk (query i's at sc + i C): one token's G
- * queries read where they are (q), a few tokens' from their transposed groups of 8 (qt), one group at a time. */
+/* The scores of the block of nb keys at k for every query of the chunk (query i's at sc + i C): from their transposed
+ * groups of 8 (qt), one group at a time, or where there are none, one token's G <= 8 read where they are (q). */
 static void direct_scores(const float *q, const float *qt, int64_t n, int64_t G, int64_t D, const uint16_t *k,
                           int64_t nb, float *sc, float scale) {
-    if (n == 1) {
+    if (qt == NULL) {
 #define STRIDED(NQ, D_) direct_scores_bf16(q, 1, D_, D_, NQ, k, nb, sc, WL_ATTN_CHUNK, scale)
         BY_SHAPE(STRIDED, G, 8)
 #undef STRIDED

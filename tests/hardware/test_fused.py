@@ -204,9 +204,9 @@ def test_attention_of_many_queries_equals_one_token_at_a_time_bit_for_bit(
     2 tokens 63 and 64): the same floats, on a float32 and a bfloat16 cache, and softmax(q k / sqrt(D)) v in float64
     within 1e-5. 16 x 8 queries 256 wide are more than the transposed queries' buffer takes (the scalar loop stands
     in); one token's queries 64 and 128 wide are read in place (ATTN_STRIDED; 12 of them in two groups), several
-    tokens' transposed; with AVX-512, on a bfloat16 cache 32 or 64 wide, one token's 1 to 8 queries and up to 16 of a
-    few tokens take the direct path (ATTN_DIRECT: keys transposed in registers, a chunk's value rows in one pass,
-    each query's last rows where its token stops)."""
+    tokens' transposed; with AVX-512, on a bfloat16 cache 32 or 64 wide, one token's 1 to 8 queries and every
+    token's transposed ones take the direct path (ATTN_DIRECT: keys transposed in registers, a chunk's value rows in
+    one pass, each query's last rows where its token stops)."""
     import ctypes
 
     import numpy as np
