@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hf-dtype", default=None, help="dtype for transformers (default: --dtype; float32 when --dtype is int8)"
     )
     parser.add_argument(
-        "--k-curve", action="store_true", help="time a k-token step against k one-token steps, k = 1..16, and stop"
+        "--k-curve",
+        action="store_true",
+        help="time a k-token step against k one-token steps, k = 1..16, from --prompt-tokens cached positions; stop",
     )
     parser.add_argument(
         "--speculate",
@@ -88,6 +90,11 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
         raise ValueError(
             f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
+            f"{margs.max_seq_len} tokens"
+        )
+    if args.k_curve and args.prompt_tokens + 17 > margs.max_seq_len:
+        raise ValueError(
+            f"--k-curve steps up to 16 tokens past --prompt-tokens {args.prompt_tokens}: more than the context of "
             f"{margs.max_seq_len} tokens"
         )
     if args.k_curve or args.speculate:
@@ -175,14 +182,15 @@ def run_speculation(args: argparse.Namespace, loaded: Any, load_avg: float) -> i
     }
     title = f"{loaded.name} · {args.dtype} · {report['decode_path']} · {report['threads']} thread(s)"
     if args.k_curve:
-        report["k_curve"] = speculate.k_curve(loaded.model, repeats=args.repeats)
+        report["k_curve"] = speculate.k_curve(loaded.model, repeats=args.repeats, position=args.prompt_tokens)
+        report["k_curve_position"] = args.prompt_tokens
     if args.speculate:
         report["speculate"] = speculate.speculate(loaded, new_tokens=args.new_tokens, repeats=args.repeats)
     if args.json:
         print(json.dumps(report))
         return 0
     if args.k_curve:
-        speculate.print_k_curve(report["k_curve"], f"k-token step · {title}")
+        speculate.print_k_curve(report["k_curve"], f"k-token step at {args.prompt_tokens} positions · {title}")
     if args.speculate:
         speculate.print_speculate(report["speculate"], f"speculative decoding · {title}")
     print(f"load average (1 min) at the start: {load_avg:.2f}")

@@ -64,15 +64,17 @@ def test_bench_builds_the_same_weights_in_transformers() -> None:
 
 
 def test_bench_k_curve_and_speculate_report_json(capsys: pytest.CaptureFixture[str]) -> None:
-    """--k-curve times k = 1..16; --speculate decodes the copy-heavy prompts both ways (a preset: the caller's draft
-    is the model's own text, so every drafted token holds) and reports tokens per step and drafts per source."""
+    """--k-curve times k = 1..16 from --prompt-tokens cached positions; --speculate decodes the copy-heavy prompts both
+    ways (a preset: the caller's draft is the model's own text, so every drafted token holds) and reports tokens per
+    step and drafts per source."""
     import json
 
     from waferline.cli.main import main
 
     argv = ["bench", "--model", "tiny", "--dtype", "int8", "--new-tokens", "6", "--repeats", "1"]
-    assert main([*argv, "--k-curve", "--speculate", "--json"]) == 0
+    assert main([*argv, "--k-curve", "--speculate", "--prompt-tokens", "40", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    assert report["k_curve_position"] == 40
     assert [row["k"] for row in report["k_curve"]] == list(range(1, 17))
     assert all(row["k_step_ms"] > 0 and row["cost"] > 0 for row in report["k_curve"])
     spec = report["speculate"]
@@ -80,3 +82,13 @@ def test_bench_k_curve_and_speculate_report_json(capsys: pytest.CaptureFixture[s
     assert spec["tokens_per_step"] > 1 and spec["sources"]["caller"]["accepted"] > 0
     assert spec["accepted_tokens"] == spec["sources"]["caller"]["accepted"] <= spec["drafted_tokens"]
     assert spec["tokens_per_step"] == pytest.approx((spec["steps"] + spec["accepted_tokens"]) / spec["steps"])
+
+
+def test_bench_k_curve_past_the_context_is_refused_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    """A k-curve from --prompt-tokens steps 16 more tokens: past the model's context it says so instead of failing
+    inside the cache."""
+    from waferline.cli.main import main
+
+    argv = ["bench", "--model", "tiny", "--k-curve", "--prompt-tokens", "2035", "--new-tokens", "8", "--repeats", "1"]
+    assert main(argv) == 2
+    assert "--k-curve steps up to 16 tokens past --prompt-tokens 2035" in capsys.readouterr().err
