@@ -13,15 +13,13 @@ PROMPT = byte_fallback_tokenizer(512).encode("def add(a, b):\n    return")  # 18
 
 
 def test_bench_json_is_one_object_with_the_promised_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    import gc
     import json
 
     from waferline.cli.main import main
-
-    argv = ["bench", "--model", "tiny", "--prompt-tokens", "8", "--new-tokens", "4"]  # no --dtype: the server's
-    import gc
-
     from waferline.engine import heap
 
+    argv = ["bench", "--model", "tiny", "--prompt-tokens", "8", "--new-tokens", "4"]  # no --dtype: the server's
     heap.release()
     assert main([*argv, "--repeats", "1", "--json"]) == 0
     frozen = gc.get_freeze_count()
