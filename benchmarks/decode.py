@@ -87,14 +87,14 @@ def run(args: argparse.Namespace) -> int:
     heap.settle()  # as the server does after a load: no full collection of the model's objects mid-run
     margs = loaded.args
     set_threads(args.threads, margs.n_params, loaded.model)
-    if args.prompt_tokens + args.new_tokens > margs.max_seq_len:
-        raise ValueError(
-            f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
-            f"{margs.max_seq_len} tokens"
-        )
     if args.k_curve and args.prompt_tokens + 17 > margs.max_seq_len:
         raise ValueError(
             f"--k-curve steps up to 16 tokens past --prompt-tokens {args.prompt_tokens}: more than the context of "
+            f"{margs.max_seq_len} tokens"
+        )
+    if args.prompt_tokens + args.new_tokens > margs.max_seq_len and not (args.k_curve and not args.speculate):
+        raise ValueError(  # (a k-curve alone decodes no --new-tokens)
+            f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
             f"{margs.max_seq_len} tokens"
         )
     if args.k_curve or args.speculate:
