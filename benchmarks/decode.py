@@ -92,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
             f"--k-curve steps up to 16 tokens past --prompt-tokens {args.prompt_tokens}: more than the context of "
             f"{margs.max_seq_len} tokens"
         )
-    if args.prompt_tokens + args.new_tokens > margs.max_seq_len and not (args.k_curve and not args.speculate):
-        raise ValueError(  # (a k-curve alone decodes no --new-tokens)
+    k_curve_only = args.k_curve and not args.speculate  # decodes no --new-tokens
+    if not k_curve_only and args.prompt_tokens + args.new_tokens > margs.max_seq_len:
+        raise ValueError(
             f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} exceed the context of "
             f"{margs.max_seq_len} tokens"
         )

@@ -253,7 +253,7 @@ static void x8_q8_0(const uint8_t *g, const wl_q8_vec *v, int64_t n, int64_t nb,
 int wl_x8_narrow = 0; /* fused.h */
 
 int wl_x8_reads_spread(int64_t kind) {
-    if (kind != BK_Q4_0_X8 && kind != BK_Q4_1_X8 && kind != BK_Q5_0_X8 && kind != BK_Q8_0_X8) return 0;
+    if (!wl_is_x8(kind) || wl_is_kx8(kind)) return 0; /* the 8-row layouts of blocks of 32 only */
     return !wl_x8_narrow || kind == BK_Q5_0_X8; /* narrow: X8_EITHER's kinds read the quantised vector itself */
 }
 
